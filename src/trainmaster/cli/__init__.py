@@ -1,0 +1,1 @@
+"""Faces: parse, show, nothing else."""

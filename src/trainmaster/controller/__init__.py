@@ -1,0 +1,1 @@
+"""The one loop: events -> snapshot -> policy -> plan -> actions -> engine."""

@@ -1,0 +1,295 @@
+"""The controller: applies engine events to job records, runs the policy, sends actions.
+
+One controller drives every engine; the clock is the engine's. There is no
+simulate flag: the simulator is just an engine with a virtual clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import Any
+
+from trainmaster.core.actions import Action, ActionKind, StopCause
+from trainmaster.core.allocation import EMPTY
+from trainmaster.core.cluster import Cluster
+from trainmaster.core.errors import TrainmasterError
+from trainmaster.core.events import (
+    Event,
+    JobArrived,
+    JobFinished,
+    JobRunning,
+    JobStopped,
+    NodeAdded,
+    NodeLost,
+    Report,
+    TaskFailed,
+)
+from trainmaster.core.job import JobSpec
+from trainmaster.core.resources import Resources
+from trainmaster.core.states import JobState
+from trainmaster.engines.base import Engine
+from trainmaster.controller.diff import diff
+from trainmaster.controller.metrics import JobOutcome, Summary, UsageTimeline, summarize
+from trainmaster.controller.records import JobRecord
+from trainmaster.policies.snapshot import Plan, Policy, Snapshot
+
+Listener = Callable[[str, JobRecord], None]
+
+
+class CapacityExceeded(AssertionError):
+    """Raised in checking mode when the live allocations overfill a node."""
+
+
+class Controller:
+    """Events -> snapshot -> policy -> plan -> actions -> engine."""
+
+    def __init__(self, engine: Engine, policy: Policy, *, damping: float = 0.0, check: bool = False) -> None:
+        self.engine = engine
+        self.policy = policy
+        self.clock = engine.clock
+        self.cluster: Cluster = engine.cluster()
+        self.damping = damping
+        self.check = check  # verify capacity and gang invariants after every change (tests)
+        self.jobs: dict[str, JobRecord] = {}
+        self.live: dict[str, JobRecord] = {}
+        self.free: dict[str, Resources] = {n.name: n.capacity for n in self.cluster.nodes}
+        self.usage = UsageTimeline(capacity=self.cluster.total.gpu)
+        self.used_gpus = 0
+        self.models: dict[str, Any] = {}
+        self.queues: dict[str, Any] = {}
+        self.listeners: list[Listener] = []
+        self.last_plan = Plan(allocations={})
+        self.cycles = 0
+        self._dirty = True
+
+    # -- inputs ------------------------------------------------------------
+    def submit(self, spec: JobSpec, job_id: str | None = None, at: float | None = None) -> str:
+        """Accept a job; returns its id. Ids are unique: the name, suffixed when taken."""
+        jid = job_id or spec.name
+        if jid in self.jobs:
+            if job_id is not None:
+                raise TrainmasterError(f"job id {jid!r} already exists; choose another name")
+            n = 1
+            while f"{spec.name}-{n}" in self.jobs:
+                n += 1
+            jid = f"{spec.name}-{n}"
+        now = self.clock.now() if at is None else at
+        record = JobRecord(id=jid, spec=spec, submit_time=now, since=now)
+        record.note(now, "submitted")
+        self.jobs[jid] = record
+        self.live[jid] = record
+        self._dirty = True
+        self._emit("submitted", record)
+        return jid
+
+    def cancel(self, job_id: str, reason: str = "cancelled by the user") -> None:
+        record = self.jobs[job_id]
+        if record.state.terminal:
+            return
+        if record.state.active:
+            self.engine.apply([Action(ActionKind.STOP, job_id, record.spec, EMPTY, reason, StopCause.CANCEL)])
+        self._finish(record, JobState.CANCELLED, self.clock.now(), reason)
+
+    # -- the loop ----------------------------------------------------------
+    def run(self, max_cycles: int | None = None) -> None:
+        """Run until every job has ended and the engine is idle."""
+        self.cycle()
+        while self.live or not self.engine.idle():
+            if max_cycles is not None and self.cycles >= max_cycles:
+                break
+            if not self.step():
+                break
+
+    def step(self) -> bool:
+        """Wait for events (or the policy's interval), apply them, decide. False when nothing can happen."""
+        timeout = self.policy.interval if self.live else None
+        events = self.engine.wait(timeout)
+        if not events and timeout is None and self.engine.idle():
+            return False
+        for event in events:
+            self.handle(event)
+        if events and not self._dirty:
+            return True
+        self.cycle()
+        return True
+
+    def cycle(self) -> Plan:
+        """Phases 1-6: snapshot, policy (admit, size, place, preempt/backfill), diff, act."""
+        self.cycles += 1
+        snap = self.snapshot()  # 1. snapshot
+        plan = self.policy.decide(snap)  # 2-5. the policy's phases
+        actions = diff(snap, plan, damping=self.damping)  # 6. diff
+        self.last_plan = plan
+        self._dirty = False
+        now = snap.now
+        for jid, reason in plan.rejected.items():
+            record = self.jobs[jid]
+            if record.state is JobState.PENDING:
+                self._finish(record, JobState.REJECTED, now, reason)
+        for jid, reason in plan.reasons.items():
+            if jid in self.live and jid not in plan.rejected:
+                self.live[jid].note(now, reason)
+        for action in actions:
+            self._commit(action, now)
+        if actions:
+            self.engine.apply(actions)
+        if self.check:
+            self.verify()
+        return plan
+
+    def snapshot(self) -> Snapshot:
+        now = self.clock.now()
+        return Snapshot(
+            now=now,
+            cluster=self.cluster,
+            jobs=MappingProxyType({jid: r.view(now) for jid, r in self.live.items()}),
+            free=MappingProxyType(dict(self.free)),
+            models=MappingProxyType(dict(self.models)),
+            queues=MappingProxyType(dict(self.queues)),
+        )
+
+    # -- bookkeeping -------------------------------------------------------
+    def _hold(self, record: JobRecord, alloc: Any, now: float) -> None:
+        """Swap the resources a job holds, keeping free capacity and GPU usage exact."""
+        for node, res in record.allocation.per_node(record.spec).items():
+            if node in self.free:
+                self.free[node] = self.free[node] + res
+        self.used_gpus -= record.allocation.gpus(record.spec)
+        record.set_allocation(alloc, now)
+        for node, res in alloc.per_node(record.spec).items():
+            self.free[node] = self.free[node] - res
+        self.used_gpus += alloc.gpus(record.spec)
+        self.usage.record(now, self.used_gpus)
+
+    def _commit(self, action: Action, now: float) -> None:
+        record = self.jobs[action.job_id]
+        if action.kind is ActionKind.STOP:
+            self._hold(record, EMPTY, now)
+            record.running_since = None
+            record.restarts += 1
+            record.move(JobState.PENDING, now, action.reason)
+            record.note(now, f"preempted: {action.reason}")
+            self._emit("preempted", record)
+            return
+        if action.kind is ActionKind.RESIZE:
+            record.restarts += 1
+        self._hold(record, action.allocation, now)
+        if record.first_start is None:
+            record.first_start = now
+        record.running_since = now
+        record.move(JobState.STARTING, now, action.reason)
+        record.note(now, f"{action.kind.value}: {action.allocation.describe()} ({action.reason})")
+        self._emit(action.kind.value, record)
+
+    def _finish(self, record: JobRecord, state: JobState, now: float, reason: str) -> None:
+        if record.allocation:
+            self._hold(record, EMPTY, now)
+        record.move(state, now, reason)
+        record.finish_time = now
+        record.message = reason
+        record.note(now, reason)
+        self.live.pop(record.id, None)
+        self._dirty = True
+        self._emit(state.value, record)
+
+    def handle(self, event: Event) -> None:
+        """Apply one engine event to the job records."""
+        match event:
+            case JobArrived(time=t, job_id=jid, spec=spec):
+                self.submit(spec, jid, at=t)
+            case JobRunning(time=t, job_id=jid, allocation=alloc):
+                record = self.live.get(jid)
+                if record and record.state is JobState.STARTING and record.allocation == alloc:
+                    record.move(JobState.RUNNING, t, "all tasks running")
+                    record.last_checkpoint = t
+                    self._emit("running", record)
+            case Report(job_id=jid) as report:
+                record = self.live.get(jid)
+                if record:
+                    record.step = report.step
+                    record.loss = report.loss if report.loss is not None else record.loss
+                    record.steps_per_s = report.steps_per_s or record.steps_per_s
+                    self._emit("report", record)
+            case JobStopped(time=t, job_id=jid, step=step):
+                record = self.jobs.get(jid)
+                if record and step is not None:
+                    record.step = step
+                    record.last_checkpoint = t
+            case JobFinished(time=t, job_id=jid, succeeded=ok, message=msg):
+                record = self.live.get(jid)
+                if record:
+                    self._finish(record, JobState.SUCCEEDED if ok else JobState.FAILED, t,
+                                 msg or ("finished" if ok else "failed"))
+            case TaskFailed(time=t, job_id=jid, message=msg):
+                self._task_failed(jid, t, msg)
+            case NodeLost(time=t, node=name):
+                self._node_lost(name, t)
+            case NodeAdded(time=t, node=node):
+                if node.name not in self.cluster:
+                    self.cluster = self.cluster.with_nodes((*self.cluster.nodes, node))
+                    self.free[node.name] = node.capacity
+                    self.usage.capacity = self.cluster.total.gpu
+                    self._dirty = True
+
+    def _task_failed(self, jid: str, t: float, msg: str) -> None:
+        record = self.live.get(jid)
+        if record is None or not record.state.active:
+            return
+        if record.restarts >= record.spec.max_restarts:
+            self.engine.apply([Action(ActionKind.STOP, jid, record.spec, EMPTY, msg, StopCause.FAILED)])
+            self._finish(record, JobState.FAILED, t, f"failed after {record.restarts} restarts: {msg}")
+            return
+        record.restarts += 1
+        record.running_since = t
+        record.move(JobState.STARTING, t, f"task failed: {msg}")
+        record.note(t, f"restarting from checkpoint after a task failure: {msg}")
+        self.engine.apply([Action(ActionKind.RESTART, jid, record.spec, record.allocation, msg)])
+
+    def _node_lost(self, name: str, t: float) -> None:
+        if name not in self.cluster:
+            return
+        for record in list(self.live.values()):
+            if record.state.active and name in record.allocation.nodes:
+                self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY,
+                                          f"node {name} lost", StopCause.NODE_LOST)])
+                self._hold(record, EMPTY, t)
+                record.running_since = None
+                record.restarts += 1
+                record.move(JobState.PENDING, t, f"node {name} lost")
+                record.note(t, f"node {name} lost; waiting to be placed again")
+        self.cluster = self.cluster.with_nodes(n for n in self.cluster.nodes if n.name != name)
+        self.free.pop(name, None)
+        self.usage.capacity = self.cluster.total.gpu
+        self._dirty = True
+
+    def _emit(self, what: str, record: JobRecord) -> None:
+        self._dirty = self._dirty or what != "report"
+        for listener in self.listeners:
+            listener(what, record)
+
+    # -- checks and results --------------------------------------------------
+    def verify(self) -> None:
+        """Capacity is never exceeded and every active job holds at least its whole minimum gang."""
+        used: dict[str, Resources] = {}
+        for record in self.live.values():
+            if not record.state.active:
+                continue
+            for role, spec in record.spec.roles.items():
+                n = record.allocation.count(role)
+                if n < spec.min or n > spec.max:
+                    raise CapacityExceeded(f"job {record.id}: {n} {role.value} tasks outside [{spec.min}, {spec.max}]")
+            for node, res in record.allocation.per_node(record.spec).items():
+                used[node] = used.get(node, Resources()) + res
+        for node, res in used.items():
+            if node not in self.cluster or not res.fits_in(self.cluster.node(node).capacity):
+                raise CapacityExceeded(f"node {node} overfilled: {res}")
+
+    def outcomes(self) -> list[JobOutcome]:
+        return [
+            JobOutcome(r.id, r.submit_time, r.first_start, r.finish_time, r.state, r.restarts, r.spec.min_gpus)
+            for r in self.jobs.values()
+        ]
+
+    def summary(self) -> Summary:
+        return summarize(self.outcomes(), self.usage)

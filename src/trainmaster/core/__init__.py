@@ -1,0 +1,1 @@
+"""Domain types shared by every layer: resources, nodes, jobs, states, events, clocks."""

@@ -1,0 +1,81 @@
+"""Where a job's tasks run: a normalized multiset of (role, node) placements."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+from trainmaster.core.job import JobSpec, Role
+from trainmaster.core.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    role: Role
+    node: str
+
+    def __lt__(self, other: Placement) -> bool:  # enums do not order by themselves
+        return (self.role.value, self.node) < (other.role.value, other.node)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """An immutable, sorted tuple of task placements; equal allocations compare equal."""
+
+    tasks: tuple[Placement, ...] = ()
+
+    @classmethod
+    def of(cls, tasks: Iterable[Placement]) -> Allocation:
+        return cls(tuple(sorted(tasks)))
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[tuple[Role, str], int]) -> Allocation:
+        return cls.of(Placement(role, node) for (role, node), n in counts.items() for _ in range(n))
+
+    def __bool__(self) -> bool:
+        return bool(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def count(self, role: Role) -> int:
+        return sum(1 for t in self.tasks if t.role is role)
+
+    @cached_property
+    def counts(self) -> Counter[tuple[Role, str]]:
+        return Counter((t.role, t.node) for t in self.tasks)
+
+    @cached_property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({t.node for t in self.tasks}))
+
+    def per_node(self, spec: JobSpec) -> dict[str, Resources]:
+        """Resources this allocation takes on each node."""
+        out: dict[str, Resources] = {}
+        for (role, node), n in self.counts.items():
+            role_spec = spec.roles[role]
+            out[node] = out.get(node, Resources()) + role_spec.resources * n
+        return out
+
+    def resources(self, spec: JobSpec) -> Resources:
+        total = Resources()
+        for part in self.per_node(spec).values():
+            total = total + part
+        return total
+
+    def gpus(self, spec: JobSpec) -> int:
+        return sum(spec.roles[t.role].resources.gpu for t in self.tasks)
+
+    def describe(self) -> str:
+        """`worker=2@n0,n1 ps=1@n0` style summary."""
+        parts = []
+        for role in Role:
+            nodes = [t.node for t in self.tasks if t.role is role]
+            if nodes:
+                parts.append(f"{role.value}={len(nodes)}@{','.join(sorted(set(nodes)))}")
+        return " ".join(parts) or "none"
+
+
+EMPTY = Allocation()

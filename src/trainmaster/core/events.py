@@ -1,0 +1,84 @@
+"""What engines report to the controller. Plain frozen records, time-stamped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.job import JobSpec
+from trainmaster.core.node import Node
+
+
+@dataclass(frozen=True, slots=True)
+class JobArrived:
+    """A job enters the system (trace replay, or a submit forwarded by an engine)."""
+
+    time: float
+    job_id: str
+    spec: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunning:
+    """All tasks of the allocation are up and stepping (after start or restart)."""
+
+    time: float
+    job_id: str
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Progress a running job sends: what `train.report` carries."""
+
+    time: float
+    job_id: str
+    step: int
+    loss: float | None = None
+    samples_per_s: float | None = None
+    steps_per_s: float | None = None
+    allocation: Allocation | None = None
+    epoch: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStopped:
+    """The job's tasks exited on request (preemption); it checkpointed at `step`."""
+
+    time: float
+    job_id: str
+    step: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinished:
+    time: float
+    job_id: str
+    succeeded: bool
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailed:
+    """A task crashed or was killed; the engine restarts the job from its checkpoint."""
+
+    time: float
+    job_id: str
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLost:
+    """A node vanished (transient revocation, machine failure)."""
+
+    time: float
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAdded:
+    time: float
+    node: Node
+
+
+Event = JobArrived | JobRunning | Report | JobStopped | JobFinished | TaskFailed | NodeLost | NodeAdded

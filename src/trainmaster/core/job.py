@@ -1,0 +1,121 @@
+"""The job a user submits, as a frozen typed model (the YAML lives in `core.spec`)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from trainmaster.core.resources import Resources
+
+
+class Architecture(enum.Enum):
+    ALLREDUCE = "allreduce"
+    PARAMETER_SERVER = "parameter-server"
+
+
+class Role(enum.Enum):
+    WORKER = "worker"
+    PS = "ps"
+
+
+class JobKind(enum.Enum):
+    """`service` stands for EDL's online services: fixed size, highest priority, start at once."""
+
+    TRAINING = "training"
+    SERVICE = "service"
+
+
+class TransientUse(enum.Enum):
+    NEVER = "never"
+    ALLOWED = "allowed"
+    PREFERRED = "preferred"
+
+
+@dataclass(frozen=True, slots=True)
+class RoleSpec:
+    """Replica range and per-replica resources of one role."""
+
+    min: int
+    max: int
+    resources: Resources
+
+    @property
+    def elastic(self) -> bool:
+        return self.max > self.min
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """When a job is done: after steps, epochs, reaching a loss, or a loss plateau."""
+
+    steps: int | None = None
+    epochs: int | None = None
+    loss: float | None = None
+    plateau: float | None = None  # relative improvement below this over `window` steps
+    window: int = 100
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a user says about a job. Immutable; ids are assigned by the controller."""
+
+    name: str
+    roles: Mapping[Role, RoleSpec]
+    queue: str = "default"
+    priority: int = 0
+    command: tuple[str, ...] = ()
+    workdir: str | None = None
+    architecture: Architecture = Architecture.ALLREDUCE
+    target: Target = field(default_factory=Target)
+    transient: TransientUse = TransientUse.ALLOWED
+    gpu_types: tuple[str, ...] = ()
+    checkpoint_every: float = 300.0
+    max_restarts: int = 5
+    kind: JobKind = JobKind.TRAINING
+    estimate: float | None = None  # user's runtime estimate in seconds, used by backfill
+    job_type: str | None = None  # model family, lets speed models share a prior
+    env: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def role(self, role: Role) -> RoleSpec | None:
+        return self.roles.get(role)
+
+    @property
+    def min_resources(self) -> Resources:
+        """What the gang needs to start: every role at its minimum."""
+        out = Resources()
+        for spec in self.roles.values():
+            out = out + spec.resources * spec.min
+        return out
+
+    @property
+    def max_resources(self) -> Resources:
+        out = Resources()
+        for spec in self.roles.values():
+            out = out + spec.resources * spec.max
+        return out
+
+    @property
+    def elastic(self) -> bool:
+        return any(r.elastic for r in self.roles.values())
+
+    @property
+    def min_gpus(self) -> int:
+        return self.min_resources.gpu
+
+
+def simple_job(
+    name: str,
+    gpus: int = 1,
+    *,
+    min_gpus: int | None = None,
+    max_gpus: int | None = None,
+    per_task: Resources | None = None,
+    **fields: object,
+) -> JobSpec:
+    """A one-role all-reduce job of `gpus` one-GPU workers (elastic between min and max)."""
+    lo = gpus if min_gpus is None else min_gpus
+    hi = gpus if max_gpus is None else max_gpus
+    role = RoleSpec(min=lo, max=hi, resources=per_task or Resources(gpu=1))
+    return JobSpec(name=name, roles={Role.WORKER: role}, **fields)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""Engines execute actions and report events: `sim`, `local` (and later `ray`)."""

@@ -1,0 +1,1 @@
+"""The discrete-event simulator: an engine with a virtual clock."""

@@ -1,0 +1,1 @@
+"""Online models of job speed and convergence (Optimus)."""

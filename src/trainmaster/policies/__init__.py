@@ -1,0 +1,1 @@
+"""Pure policies: Snapshot -> Plan. They never import engines or the controller."""

@@ -1,0 +1,90 @@
+"""The immutable view a policy decides on, and the plan it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from trainmaster.core.allocation import EMPTY, Allocation
+from trainmaster.core.cluster import Cluster
+from trainmaster.core.job import JobSpec, Role
+from trainmaster.core.resources import Resources
+from trainmaster.core.states import JobState
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One job as the policy sees it at `Snapshot.now`. Never the simulator's ground truth."""
+
+    id: str
+    spec: JobSpec
+    state: JobState
+    submit_time: float
+    allocation: Allocation = EMPTY
+    first_start: float | None = None
+    running_since: float | None = None  # last (re)start of the current allocation
+    restarts: int = 0
+    attained: float = 0.0  # GPU-seconds of service so far (Tiresias' attained service)
+    runtime: float = 0.0  # seconds spent holding resources so far
+    step: int = 0  # last reported step
+    loss: float | None = None  # last reported loss
+    steps_per_s: float | None = None  # last reported speed
+    last_checkpoint: float | None = None  # time of the last checkpoint (or of the restart)
+
+    @property
+    def active(self) -> bool:
+        return self.state.active
+
+    @property
+    def pending(self) -> bool:
+        return self.state is JobState.PENDING
+
+    def count(self, role: Role) -> int:
+        return self.allocation.count(role)
+
+    @property
+    def gpus(self) -> int:
+        return self.allocation.gpus(self.spec)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a policy may read: nodes, live jobs, free capacity, models, `now`."""
+
+    now: float
+    cluster: Cluster
+    jobs: Mapping[str, JobView]  # pending and active jobs only
+    free: Mapping[str, Resources]  # capacity minus what active jobs hold, per node
+    models: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    queues: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def pending(self) -> list[JobView]:
+        return [j for j in self.jobs.values() if j.pending]
+
+    def active(self) -> list[JobView]:
+        return [j for j in self.jobs.values() if j.active]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the policy wants: the allocation of every job that should hold resources.
+
+    A live job absent from `allocations` should not run (stays pending, or is
+    preempted). `reasons` says why, per job; `rejected` lists jobs that can never run.
+    """
+
+    allocations: Mapping[str, Allocation]
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    rejected: Mapping[str, str] = field(default_factory=dict)
+    eta: Mapping[str, float] = field(default_factory=dict)  # predicted start of pending jobs
+
+
+class Policy(Protocol):
+    """The one signature every scheduling policy has."""
+
+    name: str
+    interval: float | None  # re-decide at least this often while jobs are live (None: on events only)
+
+    def decide(self, snapshot: Snapshot) -> Plan: ...

@@ -1,0 +1,1 @@
+"""Traces and profiles turned into jobs, and synthetic generators."""

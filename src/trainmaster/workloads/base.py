@@ -1,0 +1,63 @@
+"""A workload: jobs with submit times, each carrying the ground truth only the simulator reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.job import JobSpec
+
+
+class JobTruth(Protocol):
+    """How a simulated job really behaves. Only the sim engine may call this."""
+
+    total_steps: float
+
+    def steps_per_second(self, alloc: Allocation, spec: JobSpec) -> float:
+        """True training speed on this allocation (0 when it cannot make progress)."""
+        ...
+
+    def loss(self, step: float) -> float | None:
+        """True loss after `step` steps, or None when the job reports no loss."""
+        ...
+
+
+@dataclass(frozen=True)
+class LinearTruth:
+    """A trace job of known length: `duration` seconds on `gpus` GPUs, speed linear in GPUs.
+
+    Progress is counted in steps of one second at the requested size, so
+    `total_steps == duration` and the job runs at `held / gpus` steps per second.
+    """
+
+    duration: float
+    gpus: int
+
+    @property
+    def total_steps(self) -> float:
+        return self.duration
+
+    def steps_per_second(self, alloc: Allocation, spec: JobSpec) -> float:
+        held = alloc.gpus(spec) if self.gpus > 0 else len(alloc)
+        return held / max(self.gpus, 1)
+
+    def loss(self, step: float) -> float | None:
+        return None
+
+
+@dataclass(frozen=True)
+class WorkloadJob:
+    job_id: str
+    submit_time: float
+    spec: JobSpec
+    truth: JobTruth
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    jobs: tuple[WorkloadJob, ...]
+
+    def __len__(self) -> int:
+        return len(self.jobs)

@@ -1,0 +1,16 @@
+"""Shared fixtures: the path to ../shared/data, skipping cleanly when absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"../shared/data not found at {SHARED}; these tests replay the shared traces")
+    return SHARED
