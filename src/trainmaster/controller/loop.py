@@ -10,6 +10,9 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
+from trainmaster.controller.diff import diff
+from trainmaster.controller.metrics import JobOutcome, Summary, UsageTimeline, summarize
+from trainmaster.controller.records import JobRecord
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY
 from trainmaster.core.cluster import Cluster
@@ -29,12 +32,10 @@ from trainmaster.core.job import JobSpec
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine
-from trainmaster.controller.diff import diff
-from trainmaster.controller.metrics import JobOutcome, Summary, UsageTimeline, summarize
-from trainmaster.controller.records import JobRecord
 from trainmaster.policies.snapshot import Plan, Policy, Snapshot
 
 Listener = Callable[[str, JobRecord], None]
+ReportSink = Callable[[Report, JobRecord], None]  # e.g. online model fitting; may write `models`
 
 
 class CapacityExceeded(AssertionError):
@@ -59,6 +60,7 @@ class Controller:
         self.models: dict[str, Any] = {}
         self.queues: dict[str, Any] = {}
         self.listeners: list[Listener] = []
+        self.report_sinks: list[ReportSink] = []
         self.last_plan = Plan(allocations={})
         self.cycles = 0
         self._dirty = True
@@ -210,6 +212,8 @@ class Controller:
                     record.step = report.step
                     record.loss = report.loss if report.loss is not None else record.loss
                     record.steps_per_s = report.steps_per_s or record.steps_per_s
+                    for sink in self.report_sinks:
+                        sink(report, record)
                     self._emit("report", record)
             case JobStopped(time=t, job_id=jid, step=step):
                 record = self.jobs.get(jid)

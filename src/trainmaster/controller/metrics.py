@@ -52,7 +52,7 @@ class UsageTimeline:
 
     def gpu_seconds(self, start: float, end: float) -> float:
         total = 0.0
-        for (t0, used), (t1, _) in zip(self.points, self.points[1:] + [(end, 0)], strict=True):
+        for (t0, used), (t1, _) in zip(self.points, [*self.points[1:], (end, 0)], strict=True):
             a, b = max(t0, start), min(t1, end)
             if b > a:
                 total += used * (b - a)

@@ -12,7 +12,10 @@ from trainmaster.core.events import Event
 
 
 class Engine(Protocol):
-    clock: Clock
+    @property
+    def clock(self) -> Clock:
+        """The clock this engine's events are stamped with."""
+        ...
 
     def cluster(self) -> Cluster:
         """The nodes this engine runs on at the start."""

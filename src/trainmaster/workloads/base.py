@@ -12,7 +12,10 @@ from trainmaster.core.job import JobSpec
 class JobTruth(Protocol):
     """How a simulated job really behaves. Only the sim engine may call this."""
 
-    total_steps: float
+    @property
+    def total_steps(self) -> float:
+        """Steps until the job reaches its target."""
+        ...
 
     def steps_per_second(self, alloc: Allocation, spec: JobSpec) -> float:
         """True training speed on this allocation (0 when it cannot make progress)."""

@@ -63,7 +63,7 @@ class SimEngine:
 
     def __init__(self, cluster: Cluster, workload: Workload, config: SimConfig | None = None) -> None:
         self.config = config or SimConfig()
-        self.clock = ManualClock(0.0)
+        self.clock: ManualClock = ManualClock(0.0)
         self._cluster = cluster
         self._heap: list[_Item] = []
         self._seq = itertools.count()

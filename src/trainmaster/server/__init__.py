@@ -1,0 +1,1 @@
+"""The daemon: scheduler on the real clock, REST API, dashboard."""

@@ -1,0 +1,1 @@
+"""The library user code imports inside a job: standard library and torch only."""
