@@ -12,6 +12,9 @@ from trainmaster.core.errors import TrainmasterError
 # Each module has `register(subparsers)`, which adds its parser with `func` set.
 COMMANDS = (
     "trainmaster.cli.simulate",
+    "trainmaster.cli.jobs",
+    "trainmaster.cli.server_cmd",
+    "trainmaster.cli.why",  # after cli.jobs: extends its live `why` with simulated runs
 )
 
 EXIT_USAGE = 2
@@ -32,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except TrainmasterError as exc:
         print(f"trainmaster: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(getattr(exc, "exit_code", EXIT_USAGE))  # the client's errors carry 3 (not found), 4 (no server)
     except KeyboardInterrupt:
         print("trainmaster: interrupted", file=sys.stderr)
         return 130

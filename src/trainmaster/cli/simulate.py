@@ -1,67 +1,264 @@
-"""`trainmaster simulate`: replay a workload under several policies and compare them."""
+"""`trainmaster simulate`: replay one workload under several policies and compare them side by side.
+
+Each policy runs the real controller against the sim engine (no simulate flag
+anywhere). While it runs, a progress bar shows jobs finished and simulated
+time; then one table compares the policies, and `--out` gets `report.json`
+and PNG plots (`cli.plots`). Jobs that can never fit the cluster are rejected
+by the policies' admit phase; the command then reports them on one line and
+exits with code 2 after writing its results.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from trainmaster.controller.loop import Controller
-from trainmaster.controller.metrics import Summary
-from trainmaster.core.cluster import parse_shorthand
+from trainmaster.controller.metrics import JobOutcome, Summary
+from trainmaster.controller.records import JobRecord
+from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
+from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.policies.registry import make_policy
+from trainmaster.policies.registry import ORACLE, available, make_policy
+from trainmaster.policies.snapshot import Policy
 from trainmaster.workloads.base import Workload
-from trainmaster.workloads.synthetic import synthetic
+from trainmaster.workloads.clusters import load_cluster
+from trainmaster.workloads.loaders import load_workload
+
+EXIT_REJECTED = 2
+TIMELINE_MAX_JOBS = 500  # a per-job timeline is unreadable beyond this
+
+Segments = list[tuple[float, float]]
+
+
+@dataclass
+class Result:
+    """What one policy's replay measured: the summary plus what the plots and report need."""
+
+    policy: str
+    summary: Summary
+    outcomes: list[JobOutcome]
+    usage: list[tuple[float, int]]  # (time, GPUs in use) steps
+    capacity: int
+    running: dict[str, Segments]  # per job: intervals it held resources
+    rejected: dict[str, str]  # job id -> reason
+    wall_seconds: float
+    events: int
+    cycles: int
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("simulate", help="replay a workload under policies and compare them")
-    p.add_argument("--workload", default="synthetic:200", help="a trace path, or synthetic:N")
-    p.add_argument("--cluster", default="4x4", help="shorthand like 16x4, or a cluster file")
-    p.add_argument("--policy", default="fifo", help="comma-separated presets")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--restart-delay", type=float, default=30.0, help="checkpoint-restart seconds")
-    p.add_argument("--out", type=Path, default=None, help="directory for report.json")
+    p = sub.add_parser("simulate", help="replay a workload under policies and compare them",
+                       description="Replay a workload in the simulator under each policy and compare them.")
+    p.add_argument("--workload", default="synthetic:200",
+                   help="a trace (Pollux/Philly/Tiresias CSV, Gavel .trace) or synthetic:N[:JOBS_PER_HOUR]")
+    p.add_argument("--cluster", default="16x4", help="shorthand like 16x4 or 311x8+2x1, or a YAML/CSV cluster file")
+    p.add_argument("--policy", default="fifo,drf,tiresias",
+                   help=f"comma-separated presets, or all ({', '.join(available())})")
+    p.add_argument("--seed", type=int, default=0, help="seed of synthetic workloads and of the engine")
+    p.add_argument("--out", type=Path, default=None, help="directory for report.json and the PNG plots")
+    p.add_argument("--restart-delay", type=float, default=30.0,
+                   help="seconds a job loses when its allocation changes (checkpoint-restart)")
+    p.add_argument("--max-factor", type=float, default=1.0,
+                   help="elastic replay: jobs may grow to this multiple of their requested GPUs (1 = fixed)")
+    p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
+    p.add_argument("--profiles", type=Path, default=None, help="Pollux profiles folder (default: beside the trace)")
+    p.add_argument("--no-plots", action="store_true", help="write report.json only")
     p.set_defaults(func=run)
 
 
-def load_workload(text: str, seed: int) -> Workload:
-    if text.startswith("synthetic:"):
-        count = text.split(":", 1)[1]
-        if not count.isdigit() or int(count) <= 0:
-            raise SpecError("--workload", f"{text!r} has no job count", "write synthetic:200")
-        return synthetic(int(count), seed=seed)
-    raise SpecError("--workload", f"{text!r} is not a known workload", "write synthetic:N or a trace path")
+def policy_names(text: str) -> list[str]:
+    """Parse `--policy`, failing on an unknown or repeated name before anything runs."""
+    names = available() if text.strip() == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise SpecError("--policy", "names no policy", f"use one or more of {', '.join(available())}")
+    seen: set[str] = set()
+    for name in names:
+        make_policy(name)
+        if name in seen:
+            raise SpecError("--policy", f"{name!r} is listed twice", "list each policy once")
+        seen.add(name)
+    return names
 
 
-def simulate_one(workload: Workload, cluster_spec: str, policy: str, seed: int, restart_delay: float) -> Summary:
-    engine = SimEngine(parse_shorthand(cluster_spec), workload, SimConfig(restart_delay=restart_delay, seed=seed))
-    controller = Controller(engine, make_policy(policy))
+def running_segments(record: JobRecord) -> Segments:
+    """Intervals in which the job held resources, from its state history."""
+    out: Segments = []
+    start: float | None = None
+    for step in record.history:
+        if step.target.active and start is None:
+            start = step.time
+        elif not step.target.active and start is not None:
+            out.append((start, step.time))
+            start = None
+    if start is not None and record.finish_time is not None:
+        out.append((start, record.finish_time))
+    return out
+
+
+Tick = Callable[[float, int], None]  # (simulated now, jobs ended so far)
+
+
+def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, config: SimConfig,
+                 tick: Tick | None = None) -> Result:
+    """Replay `workload` on `cluster` under `policy` (a preset name or a built one); `tick` hears each job's end."""
+    engine = SimEngine(cluster, workload, config)
+    controller = Controller(engine, make_policy(policy) if isinstance(policy, str) else policy)
+    ended = 0
+
+    def listen(what: str, record: JobRecord) -> None:
+        nonlocal ended
+        if record.state.terminal:
+            ended += 1
+            if tick is not None:
+                tick(engine.clock.now(), ended)
+
+    controller.listeners.append(listen)
+    started = time.perf_counter()
     controller.run()
-    return controller.summary()
+    wall = time.perf_counter() - started
+    records = controller.jobs.values()
+    return Result(
+        policy=controller.policy.name,
+        summary=controller.summary(),
+        outcomes=controller.outcomes(),
+        usage=list(controller.usage.points),
+        capacity=cluster.total.gpu,
+        running={r.id: running_segments(r) for r in records},
+        rejected={r.id: r.message for r in records if r.state is JobState.REJECTED},
+        wall_seconds=wall,
+        events=engine.events_processed,
+        cycles=controller.cycles,
+    )
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    if not args.restart_delay >= 0 or math.isinf(args.restart_delay):
+        raise SpecError("--restart-delay", f"{args.restart_delay} is not a duration", "use 0 or more seconds")
+    if not args.max_factor >= 1.0 or math.isinf(args.max_factor):
+        raise SpecError("--max-factor", f"{args.max_factor} is below 1", "use 1 for fixed-size jobs, e.g. 2 to double")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise SpecError("--out", f"cannot write to {path.parent}: {exc.strerror}", "pass a writable folder") from None
+
+
+def _hms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds:,.0f} s"
+
+
+ROWS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
+    ("jobs finished", lambda s: f"{s.finished}/{s.jobs}"),
+    ("mean JCT", lambda s: _hms(s.mean_jct)),
+    ("median JCT", lambda s: _hms(s.median_jct)),
+    ("p95 JCT", lambda s: _hms(s.p95_jct)),
+    ("p99 JCT", lambda s: _hms(s.p99_jct)),
+    ("makespan", lambda s: _hms(s.makespan)),
+    ("mean queueing delay", lambda s: _hms(s.mean_queueing)),
+    ("GPU utilization", lambda s: "-" if math.isnan(s.gpu_utilization) else f"{100 * s.gpu_utilization:.1f}%"),
+    ("restarts", lambda s: f"{s.restarts:,}"),
+)
+
+
+def comparison_table(title: str, results: Sequence[Result]) -> Table:
+    table = Table(title=title)
+    table.add_column("metric")
+    for r in results:
+        table.add_column(r.policy, justify="right")
+    for label, show in ROWS:
+        table.add_row(label, *(show(r.summary) for r in results))
+    table.add_row("rejected", *(str(len(r.rejected)) for r in results))
+    return table
+
+
+def _finite(value: object) -> object:
+    """JSON has no NaN: write null instead."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
+           results: Sequence[Result]) -> dict[str, object]:
+    return {
+        "workload": workload.name,
+        "jobs": len(workload),
+        "cluster": args.cluster,
+        "nodes": len(cluster),
+        "gpus": cluster.total.gpu,
+        "seed": args.seed,
+        "restart_delay": args.restart_delay,
+        "max_factor": args.max_factor,
+        "policies": {
+            r.policy: {
+                "summary": {k: _finite(v) for k, v in r.summary.as_dict().items()},
+                "rejected": r.rejected,
+                "wall_seconds": round(r.wall_seconds, 3),
+                "events": r.events,
+                "cycles": r.cycles,
+                "jobs": [
+                    {"id": o.id, "submit": o.submit, "first_start": o.first_start, "finish": o.finish,
+                     "state": o.state.value, "restarts": o.restarts, "gpus": o.gpus_requested,
+                     "jct": _finite(o.jct)}
+                    for o in r.outcomes
+                ],
+            }
+            for r in results
+        },
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
-    for name in policies:
-        make_policy(name)  # fail fast on an unknown name
-    workload = load_workload(args.workload, args.seed)
-    results = {name: simulate_one(workload, args.cluster, name, args.seed, args.restart_delay) for name in policies}
-    table = Table(title=f"{workload.name} on {args.cluster}")
-    table.add_column("metric")
-    for name in policies:
-        table.add_column(name, justify="right")
-    for field in Summary.__dataclass_fields__:
-        table.add_row(field, *(f"{getattr(results[n], field):,.2f}" if isinstance(getattr(results[n], field), float)
-                               else str(getattr(results[n], field)) for n in policies))
-    Console().print(table)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        report = {name: s.as_dict() for name, s in results.items()}
-        (args.out / "report.json").write_text(json.dumps(report, indent=2))
+    names = policy_names(args.policy)
+    _check_options(args)
+    if args.out is not None:  # fail before a long replay, not after it
+        _write(args.out / ".trainmaster-write-test", "")
+        (args.out / ".trainmaster-write-test").unlink()
+    cluster = load_cluster(args.cluster)
+    options = {"seed": args.seed, "max_factor": args.max_factor, "limit": args.limit, "profiles": args.profiles}
+    workloads = {False: load_workload(args.workload, oracle=False, **options)}
+    if any(name in ORACLE for name in names):  # only reference lines see true durations
+        workloads[True] = load_workload(args.workload, oracle=True, **options)
+    config = SimConfig(restart_delay=args.restart_delay, seed=args.seed)
+    workload = workloads[False]
+    results: list[Result] = []
+    err = Console(stderr=True)
+    with Progress(TextColumn("{task.description:>12}"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
+                  TextColumn("sim {task.fields[sim]}"), TimeElapsedColumn(), console=err, transient=False) as bar:
+        for name in names:
+            task = bar.add_task(name, total=len(workload), sim="0.0 h")
+
+            def tick(now: float, ended: int, task: TaskID = task) -> None:
+                bar.update(task, completed=ended, sim=f"{now / 3600:,.1f} h")
+
+            results.append(simulate_one(workloads[name in ORACLE], cluster, name, config, tick))
+    Console().print(comparison_table(f"{workload.name} on {args.cluster} ({cluster.total.gpu} GPUs)", results))
+    if args.out is not None:
+        _write(args.out / "report.json", json.dumps(report(args, workload, cluster, results), indent=1))
+        written = ["report.json"]
+        if not args.no_plots:
+            from trainmaster.cli.plots import write_plots  # matplotlib only when plotting
+
+            written += write_plots(results, args.out, timeline=len(workload) < TIMELINE_MAX_JOBS)
+        err.print(f"wrote {', '.join(written)} to {args.out}")
+    rejected = {jid: reason for r in results for jid, reason in r.rejected.items()}
+    if rejected:
+        first, reason = next(iter(rejected.items()))
+        more = f" and {len(rejected) - 1} more" if len(rejected) > 1 else ""
+        print(f"trainmaster: error: rejected {len(rejected)} job(s) that can never run on this cluster: "
+              f"{first}: {reason}{more} (shrink them or use a larger cluster)", file=sys.stderr)
+        return EXIT_REJECTED
     return 0

@@ -24,6 +24,8 @@ def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
     starts: list[Action] = []
     for job in snap.jobs.values():
         want = plan.allocations.get(job.id, EMPTY)
+        if want is job.allocation:  # unchanged (pending jobs hold EMPTY): the common case, decided fast
+            continue
         have = job.allocation if job.active else EMPTY
         if want == have:
             continue

@@ -6,15 +6,16 @@ simulate flag: the simulator is just an engine with a virtual clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from trainmaster.controller.diff import diff
+from trainmaster.controller.learning import attach_learning
 from trainmaster.controller.metrics import JobOutcome, Summary, UsageTimeline, summarize
-from trainmaster.controller.records import JobRecord
+from trainmaster.controller.records import JobRecord, ServiceClock
 from trainmaster.core.actions import Action, ActionKind, StopCause
-from trainmaster.core.allocation import EMPTY
+from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.events import (
@@ -29,13 +30,17 @@ from trainmaster.core.events import (
     TaskFailed,
 )
 from trainmaster.core.job import JobSpec
+from trainmaster.core.queue import QueueSpec
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine
-from trainmaster.policies.snapshot import Plan, Policy, Snapshot
+from trainmaster.policies.snapshot import JobView, Plan, Policy, Snapshot
 
 Listener = Callable[[str, JobRecord], None]
 ReportSink = Callable[[Report, JobRecord], None]  # e.g. online model fitting; may write `models`
+
+
+_QUIET = frozenset({"report", "running"})  # what `_emit` reports without requiring a new decision
 
 
 class CapacityExceeded(AssertionError):
@@ -45,7 +50,8 @@ class CapacityExceeded(AssertionError):
 class Controller:
     """Events -> snapshot -> policy -> plan -> actions -> engine."""
 
-    def __init__(self, engine: Engine, policy: Policy, *, damping: float = 0.0, check: bool = False) -> None:
+    def __init__(self, engine: Engine, policy: Policy, *, damping: float = 0.0, check: bool = False,
+                 queues: Mapping[str, QueueSpec] | None = None) -> None:
         self.engine = engine
         self.policy = policy
         self.clock = engine.clock
@@ -55,15 +61,26 @@ class Controller:
         self.jobs: dict[str, JobRecord] = {}
         self.live: dict[str, JobRecord] = {}
         self.free: dict[str, Resources] = {n.name: n.capacity for n in self.cluster.nodes}
+        self.free_total: Resources = self.cluster.total  # sum of `free`, kept exact alongside it
+        # Views cached across decisions in `live` order; `_stale` holds the ids whose record changed since.
+        self._views: dict[str, JobView] = {}
+        self._stale: dict[str, None] = {}
+        self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
+        self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
+        self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
+        self._service_clock = ServiceClock()
         self.usage = UsageTimeline(capacity=self.cluster.total.gpu)
         self.used_gpus = 0
         self.models: dict[str, Any] = {}
-        self.queues: dict[str, Any] = {}
+        self.queues: dict[str, Any] = dict(queues or {})  # name -> QueueSpec; empty: one implicit queue
         self.listeners: list[Listener] = []
         self.report_sinks: list[ReportSink] = []
         self.last_plan = Plan(allocations={})
         self.cycles = 0
+        self.last_cycle_at = float("-inf")
         self._dirty = True
+        if getattr(policy, "uses_models", False):  # model-driven policies (optimus) learn online from reports
+            attach_learning(self)
 
     # -- inputs ------------------------------------------------------------
     def submit(self, spec: JobSpec, job_id: str | None = None, at: float | None = None) -> str:
@@ -79,8 +96,17 @@ class Controller:
         now = self.clock.now() if at is None else at
         record = JobRecord(id=jid, spec=spec, submit_time=now, since=now)
         record.note(now, "submitted")
+        if self.queues and spec.queue not in self.queues:
+            self.jobs[jid] = record
+            self._finish(record, JobState.REJECTED, now,
+                         f"unknown queue {spec.queue!r}; use one of {', '.join(sorted(self.queues))}")
+            return jid
         self.jobs[jid] = record
         self.live[jid] = record
+        self._views[jid] = record.live_view(self._service_clock)
+        record.watch = self._stale
+        self._pending[jid] = None
+        self._position[jid] = len(self.jobs)
         self._dirty = True
         self._emit("submitted", record)
         return jid
@@ -103,15 +129,25 @@ class Controller:
             if not self.step():
                 break
 
-    def step(self) -> bool:
-        """Wait for events (or the policy's interval), apply them, decide. False when nothing can happen."""
-        timeout = self.policy.interval if self.live else None
+    def step(self, max_wait: float | None = None) -> bool:
+        """Wait for events (or the policy's interval), apply them, decide. False when nothing can happen.
+
+        `max_wait` caps the wait so a real-time driver (the daemon) regains control
+        often to take commands; it then decides only when something changed or the
+        policy's interval has passed since the last decision.
+        """
+        interval = self.policy.interval if self.live else None
+        timeout = interval if max_wait is None else min(max_wait, interval or max_wait)
         events = self.engine.wait(timeout)
         if not events and timeout is None and self.engine.idle():
             return False
         for event in events:
             self.handle(event)
-        if events and not self._dirty:
+        if max_wait is not None:
+            due = interval is not None and self.clock.now() - self.last_cycle_at >= interval
+            if not (self._dirty or due):
+                return True
+        elif events and not self._dirty:
             return True
         self.cycle()
         return True
@@ -120,10 +156,10 @@ class Controller:
         """Phases 1-6: snapshot, policy (admit, size, place, preempt/backfill), diff, act."""
         self.cycles += 1
         snap = self.snapshot()  # 1. snapshot
+        self.last_cycle_at = snap.now
         plan = self.policy.decide(snap)  # 2-5. the policy's phases
         actions = diff(snap, plan, damping=self.damping)  # 6. diff
         self.last_plan = plan
-        self._dirty = False
         now = snap.now
         for jid, reason in plan.rejected.items():
             record = self.jobs[jid]
@@ -136,17 +172,31 @@ class Controller:
             self._commit(action, now)
         if actions:
             self.engine.apply(actions)
+        self._dirty = False  # what this decision did (starts, stops, rejections) needs no new decision
         if self.check:
             self.verify()
         return plan
 
     def snapshot(self) -> Snapshot:
         now = self.clock.now()
+        self._service_clock.now = now
+        views, clock = self._views, self._service_clock
+        if len(views) != len(self.live):  # out of step (cannot happen through this class): rebuild
+            views = self._views = {jid: record.live_view(clock) for jid, record in self.live.items()}
+        elif self._stale:
+            for jid in self._stale:
+                record = self.live.get(jid)
+                if record is not None:
+                    views[jid] = record.live_view(clock)  # an existing key: keeps its place
+        self._stale.clear()
         return Snapshot(
             now=now,
             cluster=self.cluster,
-            jobs=MappingProxyType({jid: r.view(now) for jid, r in self.live.items()}),
+            jobs=MappingProxyType(dict(views)),
             free=MappingProxyType(dict(self.free)),
+            free_total=self.free_total,
+            held=MappingProxyType(dict(self._held)),
+            pending_ids=tuple(sorted(self._pending, key=self._position.__getitem__)),
             models=MappingProxyType(dict(self.models)),
             queues=MappingProxyType(dict(self.queues)),
         )
@@ -157,11 +207,19 @@ class Controller:
         for node, res in record.allocation.per_node(record.spec).items():
             if node in self.free:
                 self.free[node] = self.free[node] + res
-        self.used_gpus -= record.allocation.gpus(record.spec)
+                self.free_total = self.free_total + res
+        self.used_gpus -= record.gpus_held
         record.set_allocation(alloc, now)
         for node, res in alloc.per_node(record.spec).items():
             self.free[node] = self.free[node] - res
-        self.used_gpus += alloc.gpus(record.spec)
+            self.free_total = self.free_total - res
+        self.used_gpus += record.gpus_held
+        if alloc:
+            self._held[record.id] = alloc
+            if record.id in self._pending:
+                del self._pending[record.id]
+        elif self._held.pop(record.id, None) is not None and record.id in self.live:
+            self._pending[record.id] = None
         self.usage.record(now, self.used_gpus)
 
     def _commit(self, action: Action, now: float) -> None:
@@ -192,6 +250,9 @@ class Controller:
         record.message = reason
         record.note(now, reason)
         self.live.pop(record.id, None)
+        self._views.pop(record.id, None)
+        self._pending.pop(record.id, None)
+        self._position.pop(record.id, None)
         self._dirty = True
         self._emit(state.value, record)
 
@@ -233,6 +294,7 @@ class Controller:
                 if node.name not in self.cluster:
                     self.cluster = self.cluster.with_nodes((*self.cluster.nodes, node))
                     self.free[node.name] = node.capacity
+                    self.free_total = self.free_total + node.capacity
                     self.usage.capacity = self.cluster.total.gpu
                     self._dirty = True
 
@@ -263,12 +325,14 @@ class Controller:
                 record.move(JobState.PENDING, t, f"node {name} lost")
                 record.note(t, f"node {name} lost; waiting to be placed again")
         self.cluster = self.cluster.with_nodes(n for n in self.cluster.nodes if n.name != name)
-        self.free.pop(name, None)
+        self.free_total = self.free_total - self.free.pop(name, Resources())
         self.usage.capacity = self.cluster.total.gpu
         self._dirty = True
 
     def _emit(self, what: str, record: JobRecord) -> None:
-        self._dirty = self._dirty or what != "report"
+        # Reports, and a job's tasks coming up (starting -> running: it held the same resources
+        # before), change nothing a policy decides on, so they do not call for a decision.
+        self._dirty = self._dirty or what not in _QUIET
         for listener in self.listeners:
             listener(what, record)
 

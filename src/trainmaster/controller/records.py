@@ -9,6 +9,59 @@ from trainmaster.core.job import JobSpec
 from trainmaster.core.states import JobState, Transition, check_transition
 from trainmaster.policies.snapshot import JobView
 
+# Record fields a JobView shows: changing one marks the record's cached view stale.
+_VIEWED = frozenset({
+    "spec", "state", "submit_time", "allocation", "first_start", "running_since", "restarts", "attained_base",
+    "runtime_base", "since", "step", "loss", "steps_per_s", "last_checkpoint",
+})
+_ATTAINED = JobView.__dict__["attained"]  # the frozen view's own slots, under LiveJobView's properties
+_RUNTIME = JobView.__dict__["runtime"]
+
+
+class ServiceClock:
+    """The decision time that live views read attained service and runtime at; the controller sets it."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+
+class LiveJobView(JobView):
+    """A JobView the controller caches across decisions while its record does not change.
+
+    Only `attained` and `runtime` grow with time alone; they are computed on
+    access from the record's books at the `ServiceClock`'s time (the snapshot's
+    `now`), so an unchanged job costs nothing per decision. A view kept past its
+    snapshot reads them at the latest decision's time.
+    """
+
+    __slots__ = ("_clock", "_gpus", "_held", "_since")
+    _clock: ServiceClock
+    _gpus: int  # GPUs held (0 when none)
+    _held: bool  # holds any task
+    _since: float  # when the record's books were last closed (`JobRecord.since`)
+
+    @property  # type: ignore[override]
+    def attained(self) -> float:
+        base: float = _ATTAINED.__get__(self, JobView)
+        clock: ServiceClock | None = getattr(self, "_clock", None)
+        return base + self._gpus * (clock.now - self._since) if clock is not None and self._gpus else base
+
+    @attained.setter
+    def attained(self, value: float) -> None:  # used by the dataclass __init__
+        _ATTAINED.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def runtime(self) -> float:
+        base: float = _RUNTIME.__get__(self, JobView)
+        clock: ServiceClock | None = getattr(self, "_clock", None)
+        return base + (clock.now - self._since) if clock is not None and self._held else base
+
+    @runtime.setter
+    def runtime(self, value: float) -> None:
+        _RUNTIME.__set__(self, value)
+
 
 @dataclass
 class JobRecord:
@@ -32,6 +85,15 @@ class JobRecord:
     message: str = ""
     history: list[Transition] = field(default_factory=list)
     decisions: list[tuple[float, str]] = field(default_factory=list)
+    gpus_held: int = 0  # GPUs of `allocation`, kept by `set_allocation`
+    watch: dict[str, None] | None = field(default=None, repr=False, compare=False)  # ids with stale views
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name in _VIEWED:
+            watch = self.__dict__.get("watch")
+            if watch is not None:
+                watch[self.id] = None
 
     def move(self, target: JobState, now: float, reason: str) -> None:
         """Change state through the transition table, keeping the history."""
@@ -47,11 +109,12 @@ class JobRecord:
         self.runtime_base = self.runtime(now)
         self.since = now
         self.allocation = alloc
+        self.gpus_held = alloc.gpus(self.spec)
 
     def attained(self, now: float) -> float:
         if not self.allocation:
             return self.attained_base
-        return self.attained_base + self.allocation.gpus(self.spec) * (now - self.since)
+        return self.attained_base + self.gpus_held * (now - self.since)
 
     def runtime(self, now: float) -> float:
         if not self.allocation:
@@ -71,3 +134,17 @@ class JobRecord:
             restarts=self.restarts, attained=self.attained(now), runtime=self.runtime(now), step=self.step,
             loss=self.loss, steps_per_s=self.steps_per_s, last_checkpoint=self.last_checkpoint,
         )
+
+    def live_view(self, clock: ServiceClock) -> JobView:
+        """This job's view for every decision until the record changes (see `LiveJobView`)."""
+        view = LiveJobView(
+            id=self.id, spec=self.spec, state=self.state, submit_time=self.submit_time,
+            allocation=self.allocation, first_start=self.first_start, running_since=self.running_since,
+            restarts=self.restarts, attained=self.attained_base, runtime=self.runtime_base, step=self.step,
+            loss=self.loss, steps_per_s=self.steps_per_s, last_checkpoint=self.last_checkpoint,
+        )
+        object.__setattr__(view, "_clock", clock)
+        object.__setattr__(view, "_gpus", self.gpus_held if self.allocation else 0)
+        object.__setattr__(view, "_held", bool(self.allocation))
+        object.__setattr__(view, "_since", self.since)
+        return view

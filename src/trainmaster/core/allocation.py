@@ -41,7 +41,15 @@ class Allocation:
         return len(self.tasks)
 
     def count(self, role: Role) -> int:
-        return sum(1 for t in self.tasks if t.role is role)
+        return self.role_counts.get(role, 0)
+
+    @cached_property
+    def role_counts(self) -> dict[Role, int]:
+        """Tasks per role (roles without tasks absent). Read-only: cached and shared."""
+        out: dict[Role, int] = {}
+        for t in self.tasks:
+            out[t.role] = out.get(t.role, 0) + 1
+        return out
 
     @cached_property
     def counts(self) -> Counter[tuple[Role, str]]:
@@ -66,7 +74,7 @@ class Allocation:
         return total
 
     def gpus(self, spec: JobSpec) -> int:
-        return sum(spec.roles[t.role].resources.gpu for t in self.tasks)
+        return sum(spec.roles[role].resources.gpu * n for role, n in self.role_counts.items())
 
     def describe(self) -> str:
         """`worker=2@n0,n1 ps=1@n0` style summary."""

@@ -18,6 +18,8 @@ class Role(enum.Enum):
     WORKER = "worker"
     PS = "ps"
 
+    __hash__ = object.__hash__  # members are singletons: identity hashing, in C (a dict key on hot paths)
+
 
 class JobKind(enum.Enum):
     """`service` stands for EDL's online services: fixed size, highest priority, start at once."""

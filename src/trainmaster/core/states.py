@@ -17,6 +17,8 @@ class JobState(enum.Enum):
     CANCELLED = "cancelled"
     REJECTED = "rejected"      # can never run here (too large, unknown queue, ...)
 
+    __hash__ = object.__hash__  # members are singletons: identity hashing, in C (hot paths)
+
     @property
     def terminal(self) -> bool:
         return self in TERMINAL
@@ -24,7 +26,7 @@ class JobState(enum.Enum):
     @property
     def active(self) -> bool:
         """Holding resources."""
-        return self in (JobState.RUNNING, JobState.STARTING)
+        return self is JobState.RUNNING or self is JobState.STARTING  # identity: no enum hashing (hot path)
 
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.REJECTED})

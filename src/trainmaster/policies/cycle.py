@@ -5,13 +5,17 @@ each job wants, `place` commits gang placements in that order and returns the
 jobs it could not place; the `after` hooks run in sequence on those blocked
 jobs (preemption, reclaim, reservation and backfill), each returning the jobs
 still blocked. The controller diffs the resulting plan into actions (phase 6).
+The order is kept as `Workspace.rank` (who may preempt whom) and the sizes as
+`Workspace.want`, so the `after` hooks see them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
+from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.workspace import Workspace, never_fits
@@ -32,8 +36,13 @@ def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
     """Fixed sizing: running jobs keep their replicas, pending jobs ask for their minimum."""
     sizes: Sizes = {}
     for job in jobs:
-        if job.active and job.allocation:
-            sizes[job.id] = {role: job.count(role) for role in job.spec.roles}
+        alloc = job.allocation
+        if alloc and job.active:
+            counts = alloc.role_counts
+            if len(counts) == 1 and len(job.spec.roles) == 1:  # one role (most jobs): a copy will do
+                sizes[job.id] = dict(counts)
+            else:
+                sizes[job.id] = {role: counts.get(role, 0) for role in job.spec.roles}
         else:
             sizes[job.id] = {role: spec.min for role, spec in job.spec.roles.items()}
     return sizes
@@ -60,7 +69,7 @@ def place_in_order(strict: bool) -> PlaceHook:
                 blocked.append(job)
                 continue
             held = ws.allocations.get(job.id)
-            if held and all(held.count(r) == n for r, n in want.items()):
+            if held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
             alloc = ws.place(job, want)
             if alloc is None:
@@ -75,6 +84,82 @@ def place_in_order(strict: bool) -> PlaceHook:
     return place
 
 
+def preempt_lower(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+    """Priority preemption: a blocked job evicts jobs ranked after it, lowest first, until its gang fits.
+
+    A job that would not fit even with every lower-ranked job gone evicts
+    nobody. Evicted jobs are then placed again wherever they still fit (work
+    conservation, possibly a migration); the others wait. Blocked jobs are
+    served in rank order, so the resources held below the current one only
+    shrink: one pass over the holders, however many jobs are blocked.
+    """
+    if not blocked:
+        return []
+    if not blocked:
+        return blocked
+    last = len(ws.rank)
+    holders = sorted(ws.allocations, key=lambda jid: ws.rank.get(jid, last))  # victims come off the end
+    held = {jid: ws.allocations[jid].resources(snap.jobs[jid].spec) for jid in holders}
+    below = sum(held.values(), start=type(ws.total_free)())  # held by holders[cursor:end]
+    cursor, end = 0, len(holders)
+    still: list[JobView] = []
+    evicted: list[JobView] = []
+    for job in sorted(blocked, key=lambda j: ws.rank.get(j.id, last)):
+        mine = ws.rank.get(job.id, last)
+        while cursor < end and ws.rank.get(holders[cursor], last) <= mine:
+            below = below - held[holders[cursor]]
+            cursor += 1
+        want = ws.want.get(job.id)
+        if want is None or job.id in ws.allocations:
+            still.append(job)
+            continue
+        demand = sum((job.spec.roles[r].resources * n for r, n in want.items()), start=type(ws.total_free)())
+        if not demand.fits_in(ws.total_free + below):
+            still.append(job)
+            continue
+        alloc = ws.find(job, want)  # earlier evictions may have made room already
+        released: list[tuple[JobView, Allocation]] = []
+        k = end
+        while alloc is None and k > cursor:
+            k -= 1
+            victim = snap.jobs[holders[k]]
+            released.append((victim, ws.allocations[victim.id]))
+            ws.release(victim)
+            alloc = ws.find(job, want)
+        if alloc is None:  # fragmentation: even all of them would not make room
+            for victim, was in released:
+                ws.assign(victim, was)
+            still.append(job)
+            continue
+        ws.assign(job, alloc)
+        end = k if released else end
+        for victim, _ in released:
+            below = below - held[victim.id]
+            ws.reasons[victim.id] = f"preempted: {job.id} has higher priority"
+            evicted.append(victim)
+        if released:
+            ws.reasons[job.id] = f"placed by preempting {len(released)} lower-priority job(s)"
+    for victim in sorted(evicted, key=lambda j: ws.rank.get(j.id, last)):
+        want = ws.want.get(victim.id)
+        if want is not None and ws.place(victim, want) is not None:
+            ws.reasons[victim.id] = "moved to make room for a higher-priority job"
+        else:
+            still.append(victim)
+    return still
+
+
+_UNSEEN = "?"  # `Cycle._never` has no verdict yet (a verdict is None or a non-empty reason)
+
+
+def _pending_only(snap: Snapshot) -> Snapshot:
+    """The snapshot with only its pending jobs (free capacity still counts what running jobs hold)."""
+    if snap.pending_ids is not None:
+        jobs = {jid: snap.jobs[jid] for jid in snap.pending_ids}
+    else:
+        jobs = {jid: j for jid, j in snap.jobs.items() if j.pending}
+    return replace(snap, jobs=MappingProxyType(jobs))
+
+
 @dataclass
 class Cycle:
     """A policy assembled from phase hooks (see the module docstring for how they combine)."""
@@ -86,27 +171,44 @@ class Cycle:
     after: tuple[AfterHook, ...] = ()
     preemptive: bool = False  # True: every cycle re-decides all jobs from an empty cluster
     interval: float | None = None
+    # True: running jobs keep what they hold and the order/size/place hooks see only pending
+    # jobs. Only for policies that never preempt, resize or grow a running job (fifo); it
+    # spares them a pass over every running job per decision, which dominates large replays.
+    pending_only: bool = False
     _never: dict[tuple[str, int], str | None] = field(default_factory=dict, repr=False)
 
     def admit(self, snap: Snapshot, ws: Workspace) -> list[JobView]:
-        """Phase 2: reject jobs that can never fit (with the reason); order the rest."""
-        admitted = []
-        for job in self.order(snap):
-            key = (job.id, id(snap.cluster))
-            if key not in self._never:
-                self._never[key] = never_fits(job.spec, snap) if job.pending else None
-            reason = self._never[key]
+        """Phase 2: reject pending jobs that can never fit (with the reason); order the rest."""
+        ordered = self.order(snap)
+        pending = snap.pending_ids
+        if pending is None:
+            pending = tuple(job.id for job in ordered if job.pending)
+        never, where = self._never, id(snap.cluster)
+        bad: dict[str, str] = {}
+        for jid in pending:  # only pending jobs: one that holds resources fits by definition
+            reason = never.get((jid, where), _UNSEEN)
+            if reason is _UNSEEN:
+                reason = never[(jid, where)] = never_fits(snap.jobs[jid].spec, snap)
             if reason:
-                ws.rejected[job.id] = reason
+                bad[jid] = reason
+        if not bad:
+            return list(ordered)
+        admitted = []
+        for job in ordered:
+            if job.id in bad:
+                ws.rejected[job.id] = bad[job.id]
             else:
                 admitted.append(job)
         return admitted
 
     def decide(self, snap: Snapshot) -> Plan:
         ws = Workspace(snap, empty=self.preemptive)  # 1. scratch copy of the snapshot
-        jobs = self.admit(snap, ws)  # 2. admit: reject what never fits, order the rest
-        sizes = self.size(snap, jobs, ws)  # 3. size: replicas per role per job
-        blocked = self.place(snap, jobs, sizes, ws)  # 4. place: whole gangs, fewest nodes
+        seen = _pending_only(snap) if self.pending_only and not self.preemptive else snap
+        jobs = self.admit(seen, ws)  # 2. admit: reject what never fits, order the rest
+        ws.rank = {job.id: i for i, job in enumerate(jobs)}
+        sizes = self.size(seen, jobs, ws)  # 3. size: replicas per role per job
+        ws.want = dict(sizes)
+        blocked = self.place(seen, jobs, sizes, ws)  # 4. place: whole gangs, fewest nodes
         for hook in self.after:  # 5. preempt / reclaim / reserve and backfill
             blocked = hook(snap, blocked, ws)
         return ws.plan()  # 6. the controller diffs the plan into actions

@@ -6,4 +6,5 @@ from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min, pl
 
 
 def make() -> Cycle:
-    return Cycle(name="fifo", order=by_submit_time, size=current_or_min, place=place_in_order(strict=True))
+    return Cycle(name="fifo", order=by_submit_time, size=current_or_min, place=place_in_order(strict=True),
+                 pending_only=True)

@@ -10,7 +10,16 @@ from trainmaster.policies.snapshot import Policy
 # name -> "module:factory"; a factory takes no arguments and returns a Policy.
 PRESETS: dict[str, str] = {
     "fifo": "trainmaster.policies.fifo:make",
+    "optimus": "trainmaster.policies.optimus:make",
+    "drf": "trainmaster.policies.drf:make",
+    "tiresias": "trainmaster.policies.tiresias:make",
+    "srtf": "trainmaster.policies.srtf:make",
+    "edl": "trainmaster.policies.edl:make",
+    "trainmaster": "trainmaster.policies.trainmaster:make",
 }
+
+# Presets that read oracle durations (`JobSpec.estimate` set to the true duration): reference lines only.
+ORACLE: frozenset[str] = frozenset({"srtf"})
 
 
 def available() -> list[str]:

@@ -35,7 +35,8 @@ class JobView:
 
     @property
     def active(self) -> bool:
-        return self.state.active
+        state = self.state  # JobState.active, inlined: read for every job in every decision
+        return state is JobState.RUNNING or state is JobState.STARTING
 
     @property
     def pending(self) -> bool:
@@ -59,6 +60,10 @@ class Snapshot:
     free: Mapping[str, Resources]  # capacity minus what active jobs hold, per node
     models: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     queues: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Kept incrementally by the controller so a decision need not scan every job (None: derive them).
+    free_total: Resources | None = None  # sum of `free`
+    held: Mapping[str, Allocation] | None = None  # the allocation of every active job
+    pending_ids: tuple[str, ...] | None = None  # ids of the pending jobs, in `jobs` order
 
     def pending(self) -> list[JobView]:
         return [j for j in self.jobs.values() if j.pending]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from trainmaster.core.allocation import Allocation
+from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec
 
 
@@ -17,8 +18,11 @@ class JobTruth(Protocol):
         """Steps until the job reaches its target."""
         ...
 
-    def steps_per_second(self, alloc: Allocation, spec: JobSpec) -> float:
-        """True training speed on this allocation (0 when it cannot make progress)."""
+    def steps_per_second(self, alloc: Allocation, spec: JobSpec, cluster: Cluster | None = None) -> float:
+        """True training speed on this allocation (0 when it cannot make progress).
+
+        `cluster` lets a truth read the nodes' GPU types (Gavel throughputs differ per type).
+        """
         ...
 
     def loss(self, step: float) -> float | None:
@@ -41,7 +45,7 @@ class LinearTruth:
     def total_steps(self) -> float:
         return self.duration
 
-    def steps_per_second(self, alloc: Allocation, spec: JobSpec) -> float:
+    def steps_per_second(self, alloc: Allocation, spec: JobSpec, cluster: Cluster | None = None) -> float:
         held = alloc.gpus(spec) if self.gpus > 0 else len(alloc)
         return held / max(self.gpus, 1)
 

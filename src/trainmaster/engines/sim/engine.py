@@ -11,7 +11,7 @@ import heapq
 import itertools
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -33,6 +33,8 @@ class _SimJob:
     checkpointed: float = 0.0  # steps saved in the last checkpoint
     rate: float = 0.0  # steps/s while running
     since: float = 0.0  # time `done` was last brought up to date
+    run_start: float = 0.0  # when the current run began stepping (checkpoints fall every `checkpoint_every` after)
+    run_base: float = 0.0  # steps done when the current run began
     running: bool = False
     version: int = 0  # bumped on every change; stale heap entries are skipped
     started_once: bool = False
@@ -48,14 +50,11 @@ class SimConfig:
     seed: int = 0
 
 
-@dataclass(order=True)
-class _Item:
-    time: float
-    seq: int
-    kind: str = field(compare=False)
-    job_id: str = field(compare=False)
-    version: int = field(compare=False, default=0)
-    payload: object = field(compare=False, default=None)
+# A heap entry: (time, seq, kind, key, version). `seq` breaks ties in push order and is
+# unique, so tuples never compare past it; `key` is a job id (or a node name for
+# "node_lost"); `version` must match the job's for the entry to be live.
+_Item = tuple[float, int, str, str, int]
+_ALWAYS_LIVE = frozenset({"arrive", "node_lost"})
 
 
 class SimEngine:
@@ -72,14 +71,18 @@ class SimEngine:
         self.events_processed = 0
         for wj in workload.jobs:
             self._jobs[wj.job_id] = _SimJob(spec=wj.spec, truth=wj.truth)
-            self._push(wj.submit_time, "arrive", wj.job_id)
+            self._heap.append((wj.submit_time, next(self._seq), "arrive", wj.job_id, 0))
+        heapq.heapify(self._heap)
 
     # -- engine protocol -----------------------------------------------------
     def cluster(self) -> Cluster:
         return self._cluster
 
     def idle(self) -> bool:
-        return not self._heap
+        heap = self._heap
+        while heap and self._stale(heap[0]):  # superseded entries (a preempted job's finish) are no events
+            heapq.heappop(heap)
+        return not heap
 
     def apply(self, actions: Sequence[Action]) -> None:
         now = self.clock.now()
@@ -103,26 +106,24 @@ class SimEngine:
             self._push(now + delay, "ready", action.job_id, job.version)
 
     def wait(self, timeout: float | None) -> list[Event]:
-        now = self.clock.now()
-        deadline = None if timeout is None else now + timeout
-        while self._heap:
-            head = self._heap[0]
-            if deadline is not None and head.time > deadline:
+        heap = self._heap
+        deadline = None if timeout is None else self.clock.now() + timeout
+        while heap:
+            t = heap[0][0]
+            if deadline is not None and t > deadline:
                 break
-            if self._stale(head):
-                heapq.heappop(self._heap)
+            if self._stale(heap[0]):
+                heapq.heappop(heap)
                 continue
-            t = head.time
             self.clock.advance_to(t)
             events: list[Event] = []
-            while self._heap and self._heap[0].time == t:
-                item = heapq.heappop(self._heap)
+            while heap and heap[0][0] == t:
+                item = heapq.heappop(heap)
                 if not self._stale(item):
                     self.events_processed += 1
                     events.extend(self._fire(item))
             if events:
                 return events
-            now = t
         if deadline is not None:
             self.clock.advance_to(max(deadline, self.clock.now()))
         return []
@@ -133,21 +134,25 @@ class SimEngine:
         self._push(at, "node_lost", node)
 
     # -- internals -------------------------------------------------------------
-    def _push(self, t: float, kind: str, job_id: str, version: int = 0, payload: object = None) -> None:
-        heapq.heappush(self._heap, _Item(t, next(self._seq), kind, job_id, version, payload))
+    def _push(self, t: float, kind: str, key: str, version: int = 0) -> None:
+        heapq.heappush(self._heap, (t, next(self._seq), kind, key, version))
 
     def _stale(self, item: _Item) -> bool:
-        if item.kind in ("arrive", "node_lost"):
+        if item[2] in _ALWAYS_LIVE:
             return False
-        job = self._jobs.get(item.job_id)
-        return job is None or job.version != item.version
+        job = self._jobs.get(item[3])
+        return job is None or job.version != item[4]
 
     def _advance(self, job: _SimJob, now: float) -> None:
+        """Bring `done` (and the last periodic checkpoint) up to `now`; the speed is constant within a run."""
         if job.running:
-            job.done = min(job.truth.total_steps, job.done + job.rate * (now - job.since))
-            interval = job.spec.checkpoint_every
-            if interval > 0 and now - job.since >= interval:
-                job.checkpointed = job.done - job.rate * ((now - job.since) % interval)
+            total = job.truth.total_steps
+            job.done = min(total, job.done + job.rate * (now - job.since))
+            every = job.spec.checkpoint_every
+            elapsed = now - job.run_start
+            if every > 0 and elapsed >= every:
+                saved = job.run_base + job.rate * (elapsed // every) * every
+                job.checkpointed = max(job.checkpointed, min(total, saved))
         job.since = now
 
     def _report(self, job_id: str, job: _SimJob, now: float) -> Report:
@@ -161,28 +166,28 @@ class SimEngine:
                       allocation=job.allocation)
 
     def _fire(self, item: _Item) -> list[Event]:
-        now = item.time
-        if item.kind == "arrive":
-            job = self._jobs[item.job_id]
-            return [JobArrived(now, item.job_id, job.spec)]
-        if item.kind == "node_lost":
-            return [NodeLost(now, item.job_id)]
-        job = self._jobs[item.job_id]
-        if item.kind == "ready":
+        now, _, kind, key, _ = item
+        if kind == "arrive":
+            return [JobArrived(now, key, self._jobs[key].spec)]
+        if kind == "node_lost":
+            return [NodeLost(now, key)]
+        job = self._jobs[key]
+        if kind == "ready":
             self._advance(job, now)
             job.running = True
-            job.rate = job.truth.steps_per_second(job.allocation, job.spec)
-            out: list[Event] = [JobRunning(now, item.job_id, job.allocation), self._report(item.job_id, job, now)]
-            self._schedule_next(item.job_id, job, now)
+            job.run_start, job.run_base = now, job.done
+            job.rate = job.truth.steps_per_second(job.allocation, job.spec, self._cluster)
+            out: list[Event] = [JobRunning(now, key, job.allocation), self._report(key, job, now)]
+            self._schedule_next(key, job, now)
             return out
         self._advance(job, now)
-        if item.kind == "finish":
+        if kind == "finish":
             job.running = False
             job.version += 1
-            return [JobFinished(now, item.job_id, succeeded=True, message="reached its target")]
+            return [JobFinished(now, key, succeeded=True, message="reached its target")]
         # "report"
-        self._schedule_next(item.job_id, job, now)
-        return [self._report(item.job_id, job, now)]
+        self._schedule_next(key, job, now)
+        return [self._report(key, job, now)]
 
     def _schedule_next(self, job_id: str, job: _SimJob, now: float) -> None:
         remaining = job.truth.total_steps - job.done

@@ -1,0 +1,1 @@
+"""Reproducible benchmarks: `python -m bench.<name>` from the project root."""

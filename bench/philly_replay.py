@@ -1,0 +1,139 @@
+"""Replay every job of `pollux/philly.csv` on 2,490 GPUs (`311x8+2x1`) under fifo and tiresias.
+
+Reports per policy: load seconds, run wall and CPU seconds, events processed
+per wall second, decisions (cycles), peak resident memory (maxrss of a fresh
+process per policy, load included) and the scheduling summary. Each policy
+runs in its own child process so memory figures do not mix. Goals (issue 2):
+fifo under 60 s and tiresias under 120 s on the 2-core box.
+
+    .venv/bin/python -m bench.philly_replay [--policies fifo,tiresias] [--limit N] [--out PATH]
+
+`--tracemalloc` adds the peak of Python's own allocations (about 2x slower run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from trainmaster.controller.loop import Controller
+from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.policies.registry import make_policy
+from trainmaster.workloads.clusters import load_cluster
+from trainmaster.workloads.philly import load_philly
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pollux" / "philly.csv"
+CLUSTER = "311x8+2x1"
+MACHINE = "2-core x86 box, 24 GiB, no GPU"
+
+
+def replay(policy: str, limit: int | None, trace_memory: bool) -> dict[str, Any]:
+    """One policy's replay in this process: timings, counts, memory and the summary."""
+    if trace_memory:
+        tracemalloc.start()
+    t0 = time.perf_counter()
+    workload = load_philly(DATA, limit=limit)
+    cluster = load_cluster(CLUSTER)
+    load_s = time.perf_counter() - t0
+    engine = SimEngine(cluster, workload, SimConfig())
+    controller = Controller(engine, make_policy(policy))
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    controller.run()
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    summary = controller.summary()
+    out: dict[str, Any] = {
+        "policy": policy, "jobs": len(workload), "gpus": cluster.total.gpu, "load_s": load_s, "wall_s": wall,
+        "cpu_s": cpu, "events": engine.events_processed, "cycles": controller.cycles,
+        "events_per_s": engine.events_processed / wall,
+        "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "summary": summary.as_dict(),
+    }
+    if trace_memory:
+        out["tracemalloc_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    return out
+
+
+def _child(policy: str, limit: int | None, trace_memory: bool) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.philly_replay", "--child", policy]
+    if limit is not None:
+        cmd += ["--limit", str(limit)]
+    if trace_memory:
+        cmd.append("--tracemalloc")
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _markdown(results: list[dict[str, Any]], command: str) -> str:
+    goals = {"fifo": 60.0, "tiresias": 120.0}
+    lines = [
+        "# Simulator performance: the Philly replay",
+        "",
+        f"`{command}` on {MACHINE}, {dt.date.today().isoformat()}.",
+        f"{results[0]['jobs']:,} jobs of `pollux/philly.csv` (all of them unless `--limit`) on `{CLUSTER}`",
+        f"({results[0]['gpus']:,} GPUs); one fresh process per policy.",
+        "Wall time is shared-machine time (other work was running); CPU time is this process's alone.",
+        "",
+        "| policy | run wall s | run CPU s | goal | events | events/s (wall) | decisions | load s | peak RSS MiB |"
+        + (" tracemalloc peak MiB |" if "tracemalloc_peak_mib" in results[0] else ""),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        + (" ---: |" if "tracemalloc_peak_mib" in results[0] else ""),
+    ]
+    for r in results:
+        goal = goals.get(r["policy"])
+        row = (f"| {r['policy']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {f'< {goal:.0f}' if goal else '-'} | "
+               f"{r['events']:,} | {r['events_per_s']:,.0f} | {r['cycles']:,} | {r['load_s']:.2f} | "
+               f"{r['maxrss_mib']:.0f} |")
+        if "tracemalloc_peak_mib" in r:
+            row += f" {r['tracemalloc_peak_mib']:.0f} |"
+        lines.append(row)
+    lines += ["", "Scheduling outcome (seconds):", "",
+              "| policy | finished | mean JCT | median JCT | p99 JCT | mean queueing | GPU utilization | restarts |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        s = r["summary"]
+        lines.append(f"| {r['policy']} | {s['finished']:,} | {s['mean_jct']:,.0f} | {s['median_jct']:,.0f} | "
+                     f"{s['p99_jct']:,.0f} | {s['mean_queueing']:,.1f} | {s['gpu_utilization']:.3f} | "
+                     f"{s['restarts']:,} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--policies", default="fifo,tiresias")
+    p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
+    p.add_argument("--out", type=Path, default=Path("bench/results/sim-perf.md"))
+    p.add_argument("--tracemalloc", action="store_true", help="also measure Python's allocation peak (slower)")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if not DATA.is_file():
+        print(f"skipped: {DATA} not found (the replay needs ../shared/data)")
+        return 0
+    if args.child:
+        print(json.dumps(replay(args.child, args.limit, args.tracemalloc)))
+        return 0
+    results = []
+    for policy in [x.strip() for x in args.policies.split(",") if x.strip()]:
+        r = _child(policy, args.limit, args.tracemalloc)
+        results.append(r)
+        print(f"{policy}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, {r['events']:,} events "
+              f"({r['events_per_s']:,.0f}/s), {r['cycles']:,} decisions, peak RSS {r['maxrss_mib']:.0f} MiB",
+              flush=True)
+    command = "python -m bench.philly_replay " + " ".join(sys.argv[1:])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(_markdown(results, command.strip()))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

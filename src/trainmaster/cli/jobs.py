@@ -1,0 +1,197 @@
+"""Slurm-shaped commands over the REST API: submit, queue, status, logs, cancel, why, nodes, queues.
+
+Every command takes `--url` (or TRAINMASTER_URL; the token comes from
+TRAINMASTER_TOKEN) and `--json` for scripts. Exit codes:
+0 ok, 2 bad input or a refused request, 3 no such job, 4 server unreachable,
+1 a server error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from trainmaster.cli.client import Client
+
+EXIT_CODES = "exit codes: 0 ok, 2 bad input or refused, 3 no such job, 4 server unreachable, 1 server error"
+STATE_STYLE = {"running": "green", "starting": "cyan", "pending": "yellow", "succeeded": "bold green",
+               "failed": "bold red", "cancelled": "magenta", "rejected": "red"}
+
+Handler = Callable[[Client, argparse.Namespace, Console], Any]
+
+
+def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str,
+             handler: Handler) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES)
+    p.add_argument("--url", default=None, help="server address (default: TRAINMASTER_URL or http://127.0.0.1:8765)")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+    def run(args: argparse.Namespace) -> int:
+        console = Console()
+        if not console.is_terminal:  # piped: do not fold the tables at 80 columns
+            console = Console(width=200)
+        with Client(args.url) as client:
+            result = handler(client, args, console)
+        if args.json and result is not None:
+            print(json.dumps(result, indent=2))
+        return 0
+
+    p.set_defaults(func=run)
+    return p
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = _command(sub, "submit", "submit a job YAML to the server", submit)
+    p.add_argument("file", help="the job YAML")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field, e.g. --set spec.roles.worker.max=4 (repeatable)")
+    p = _command(sub, "queue", "list jobs (like squeue)", queue)
+    p.add_argument("--all", action="store_true", help="include ended jobs")
+    p.add_argument("--queue", dest="queue_name", default=None, help="only this queue")
+    p.add_argument("--state", action="append", default=[], help="only jobs in this state (repeatable)")
+    p = _command(sub, "status", "show one job", status)
+    p.add_argument("job")
+    p = _command(sub, "logs", "print a job's task logs", logs)
+    p.add_argument("job")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    p.add_argument("--task", default=None, help="one task, e.g. worker-0")
+    p = _command(sub, "cancel", "cancel a job", cancel)
+    p.add_argument("job")
+    p = _command(sub, "why", "why a job waits (or runs where it does), and when it should start", why)
+    p.add_argument("job")
+    _command(sub, "nodes", "list the nodes and what runs on them", nodes)
+    _command(sub, "queues", "list the queues and their use", queues)
+
+
+# -- handlers -------------------------------------------------------------------
+def submit(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    row = client.submit(args.file, args.overrides)
+    if not args.json:
+        print(row["id"])
+    return row
+
+
+def queue(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    rows = client.jobs(args.state, args.queue_name, active=not args.all and not args.state)
+    if args.json:
+        return rows
+    now = time.time()
+    table = Table(box=None, header_style="bold")
+    for col in ("JOB", "QUEUE", "PRIO", "STATE", "AGE", "ALLOCATION", "STEP", "LOSS", "RESTARTS", "REASON"):
+        table.add_column(col, overflow="fold", justify="right" if col in ("PRIO", "STEP", "LOSS", "RESTARTS")
+                         else "left")
+    for r in rows:
+        end = r["finish_time"] or now
+        table.add_row(r["id"], r["queue"], str(r["priority"]), _state(r["state"]), _duration(end - r["submit_time"]),
+                      r["allocation"] or "-", str(r["step"]), _num(r["loss"]), str(r["restarts"]),
+                      (r["message"] if r["state"] in ("failed", "rejected", "cancelled") else r["why"])[:60])
+    console.print(table if rows else "no jobs")
+    return None
+
+
+def status(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    row = client.job(args.job)
+    if args.json:
+        return row
+    table = Table(box=None, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    jct = _duration(row["jct"]) if row["jct"] is not None else "-"
+    wait = _duration(row["first_start"] - row["submit_time"]) if row["first_start"] else "-"
+    for key, value in (("job", row["id"]), ("state", _state(row["state"])), ("queue", row["queue"]),
+                       ("priority", row["priority"]), ("allocation", row["allocation"] or "-"),
+                       ("step", row["step"]), ("loss", _num(row["loss"])), ("steps/s", _num(row["steps_per_s"])),
+                       ("restarts", row["restarts"]), ("waited", wait), ("jct", jct),
+                       ("why", row["why"]), ("message", row["message"] or "-")):
+        table.add_row(key, str(value))
+    console.print(table)
+    return None
+
+
+def logs(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    if args.follow:
+        for line in client.follow_logs(args.job, args.task):
+            print(line, flush=True)
+        return None
+    text = client.logs(args.job, args.task)
+    if args.json:
+        return {"id": args.job, "logs": text}
+    print(text, end="")
+    return None
+
+
+def cancel(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    row = client.cancel(args.job)
+    if not args.json:
+        print(f"{row['id']}: cancel requested")
+    return row
+
+
+def why(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    out = client.why(args.job)
+    if args.json:
+        return out
+    category = f" ({out['category']})" if out.get("category") else ""
+    console.print(f"[bold]{out['id']}[/bold] is {_state(out['state'])}{category}: {out.get('reason') or '-'}")
+    if out.get("eta") is not None:
+        console.print(f"predicted start: in {_duration(max(0.0, out['eta'] - time.time()))}")
+    for d in out.get("decisions", [])[-10:]:
+        console.print(f"  {time.strftime('%H:%M:%S', time.localtime(d['time']))}  {d['text']}")
+    return None
+
+
+def nodes(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    rows = client.nodes()
+    if args.json:
+        return rows
+    table = Table(box=None, header_style="bold")
+    for col in ("NODE", "CPU free/total", "MEM GiB free/total", "GPU free/total", "TASKS"):
+        table.add_column(col, overflow="fold")
+    for n in rows:
+        cap, free = n["capacity"], n["free"]
+        table.add_row(n["name"] + (" (transient)" if n["transient"] else ""),
+                      f"{free['cpu']:g}/{cap['cpu']:g}", f"{free['memory_gib']:g}/{cap['memory_gib']:g}",
+                      f"{free['gpu']}/{cap['gpu']}", " ".join(n["tasks"]) or "-")
+    console.print(table)
+    return None
+
+
+def queues(client: Client, args: argparse.Namespace, console: Console) -> Any:
+    rows = client.queues()
+    if args.json:
+        return rows
+    table = Table(box=None, header_style="bold")
+    for col in ("QUEUE", "WEIGHT", "QUOTA", "PENDING", "RUNNING", "CPU", "GPU"):
+        table.add_column(col)
+    for q in rows:
+        quota = q["quota"]
+        table.add_row(q["name"], f"{q['weight']:g}", "-" if quota is None else
+                      f"cpu={quota['cpu']:g} gpu={quota['gpu']}", str(q["pending"]), str(q["running"]),
+                      f"{q['cpu']:g}", str(q["gpus"]))
+    console.print(table)
+    return None
+
+
+# -- formatting -------------------------------------------------------------------
+def _state(state: str) -> str:
+    style = STATE_STYLE.get(state)
+    return f"[{style}]{state}[/{style}]" if style else state
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"

@@ -1,0 +1,38 @@
+"""`trainmaster server`: the daemon (scheduler on the local engine + REST API), state in a data directory."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+DATA_ENV = "TRAINMASTER_HOME"
+MAX_BODY = 1 << 20  # bytes; the server's default (trainmaster.server.app.MAX_BODY)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("server", help="run the scheduler daemon and its REST API",
+                       description="Run the scheduler daemon: jobs survive a restart (even kill -9). "
+                                   "Binds 127.0.0.1 unless a token is set (TRAINMASTER_TOKEN or --token-file).")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help=f"where the store and job runs live (default: {DATA_ENV} or ~/.trainmaster)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind; anything but loopback needs a token")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
+    p.add_argument("--policy", default=None, help="scheduling preset (default: the best one available)")
+    p.add_argument("--cluster", default=None,
+                   help="virtual nodes: a cluster YAML or shorthand; default: this machine as one node")
+    p.add_argument("--queues", type=Path, default=None, help="queues YAML (default: one queue, `default`)")
+    p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: the server's dependencies (FastAPI, the engine) would slow every other command.
+    from trainmaster.server.auth import read_token
+    from trainmaster.server.serve import ServerConfig, serve
+
+    data_dir = args.data_dir or Path(os.environ.get(DATA_ENV) or Path.home() / ".trainmaster")
+    config = ServerConfig(data_dir=data_dir, host=args.host, port=args.port, token=read_token(args.token_file),
+                          policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body)
+    return serve(config)

@@ -1,0 +1,65 @@
+"""Online learning wired into the controller: reports in, fitted models out to `controller.models`.
+
+`attach_learning(controller)` appends a report sink that feeds every job's
+reports to a `ModelBook` and publishes the job's `JobModel` in
+`controller.models[job_id]`, which each snapshot carries to the policy. A
+listener publishes a model (from its type's prior) when a job is submitted,
+refreshes same-type jobs still without their own points when a type prior
+grows, and drops finished jobs. Models learn from reports only, whatever the engine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trainmaster.controller.records import JobRecord
+from trainmaster.core.events import Report
+from trainmaster.models.book import ModelBook
+
+if TYPE_CHECKING:
+    from trainmaster.controller.loop import Controller
+
+_ENDED = frozenset({"succeeded", "failed", "cancelled", "rejected"})
+
+
+class Learning:
+    """The report sink and job listener that keep `controller.models` fitted."""
+
+    def __init__(self, controller: Controller, book: ModelBook | None = None) -> None:
+        self.controller = controller
+        self.book = book or ModelBook()
+        self._waiting: dict[str, dict[str, JobRecord]] = {}  # job type -> live jobs without own points
+
+    def __call__(self, report: Report, record: JobRecord) -> None:
+        """Report sink: learn from one report and republish the job's model."""
+        book = self.book
+        spec = record.spec
+        key = (spec.job_type or "", book.learner(record.id, spec).form)
+        before = book.priors.version.get(key)
+        book.observe(record.id, spec, report, record.allocation)
+        self.controller.models[record.id] = book.model(record.id, spec)
+        waiting = self._waiting.get(spec.job_type, {}) if spec.job_type else {}
+        waiting.pop(record.id, None)  # it has points of its own now
+        if waiting and book.priors.version.get(key) != before:  # its type learned: refresh the siblings
+            for jid, other in waiting.items():
+                self.controller.models[jid] = book.model(jid, other.spec)
+
+    def on_event(self, what: str, record: JobRecord) -> None:
+        """Listener: publish a prior model for new jobs; forget ended ones."""
+        if what == "submitted":
+            self.controller.models[record.id] = self.book.model(record.id, record.spec)
+            if record.spec.job_type:
+                self._waiting.setdefault(record.spec.job_type, {})[record.id] = record
+        elif what in _ENDED:
+            self.controller.models.pop(record.id, None)
+            self.book.forget(record.id)
+            if record.spec.job_type:
+                self._waiting.get(record.spec.job_type, {}).pop(record.id, None)
+
+
+def attach_learning(controller: Controller, book: ModelBook | None = None) -> Learning:
+    """Install online learning on `controller`; returns it (its `book` holds every learner)."""
+    learning = Learning(controller, book)
+    controller.report_sinks.append(learning)
+    controller.listeners.append(learning.on_event)
+    return learning

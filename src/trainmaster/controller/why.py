@@ -1,0 +1,110 @@
+"""Why a job waits and when it is predicted to start, from a controller's state and its last plan.
+
+Used alike by `trainmaster why` on a simulated run and by the daemon on the
+live scheduler: both hold a `Controller`. The category is the first word of
+the policy's reason (`quota`, `gang`, `reservation`, `priority`), `never` for
+a rejected job; the ETA is the policy's own prediction where it made one (the
+reserved head job), else a conservative-backfill replay of the pending jobs
+on the running jobs' predicted finishes (`policies.backfill.predict_starts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from trainmaster.controller.loop import Controller
+from trainmaster.controller.records import JobRecord
+from trainmaster.core.errors import TrainmasterError
+from trainmaster.core.states import JobState
+from trainmaster.policies.backfill import predict_starts
+from trainmaster.policies.queues import GANG, NEVER, PRIORITY, QUOTA, RESERVATION, job_order_key
+
+CATEGORIES = (QUOTA, GANG, RESERVATION, PRIORITY, NEVER)
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    job_id: str
+    state: str
+    category: str  # quota | gang | reservation | priority | never | running | done | waiting
+    reason: str
+    eta: float | None  # predicted start (pending jobs); None when unknown or not pending
+    now: float
+    started: float | None = None
+    history: tuple[tuple[float, str], ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {"job": self.job_id, "state": self.state, "category": self.category, "reason": self.reason,
+                "eta": self.eta, "now": self.now, "started": self.started,
+                "history": [list(h) for h in self.history]}
+
+    def line(self) -> str:
+        """One human line: `job: state (category) reason; predicted start ...`."""
+        text = f"{self.job_id}: {self.state} ({self.category}) {self.reason}"
+        if self.state == JobState.PENDING.value:
+            text += ("; predicted start t=" + f"{self.eta:.0f} (in {self.eta - self.now:.0f}s)"
+                     if self.eta is not None else "; no predicted start (running jobs lack estimates)")
+        return text
+
+
+def advance_to(controller: Controller, at: float) -> None:
+    """Drive the controller until its engine's clock reaches `at` (`why --at` on a simulated run)."""
+    controller.cycle()
+    while controller.clock.now() < at:
+        events = controller.engine.wait(max(0.0, at - controller.clock.now()))
+        for event in events:
+            controller.handle(event)
+        controller.cycle()
+        if not events:
+            break
+
+
+def category(reason: str, state: JobState) -> str:
+    if state is JobState.REJECTED:
+        return NEVER
+    if state.active:
+        return "running"
+    if state.terminal:
+        return "done"
+    head = reason.split(":", 1)[0].strip()
+    if head in CATEGORIES:
+        return head
+    if head == "fifo":
+        return PRIORITY  # waiting behind an earlier job in the order
+    return "waiting"
+
+
+def etas(controller: Controller) -> dict[str, float | None]:
+    """Predicted start of every pending job, from the last plan and the running jobs' predictions."""
+    snap = controller.snapshot()
+    plan = controller.last_plan
+    pending = sorted((v for v in snap.jobs.values() if v.pending), key=job_order_key)
+    known = {jid: t for jid, t in plan.eta.items() if jid in snap.jobs}
+    allocations = {jid: v.allocation for jid, v in snap.jobs.items() if v.active}
+    return predict_starts(snap, allocations, pending, known)
+
+
+def explain_record(controller: Controller, record: JobRecord, eta: Mapping[str, float | None] | None) -> Why:
+    now = controller.clock.now()
+    reason = controller.last_plan.reasons.get(record.id) if record.state is JobState.PENDING else None
+    reason = reason or record.why or record.message
+    predicted = None
+    if record.state is JobState.PENDING:
+        predicted = (eta if eta is not None else etas(controller)).get(record.id)
+    return Why(job_id=record.id, state=record.state.value, category=category(reason, record.state), reason=reason,
+               eta=predicted, now=now, started=record.first_start, history=tuple(record.decisions[-10:]))
+
+
+def explain(controller: Controller, job_id: str) -> Why:
+    """Why `job_id` is where it is, with its predicted start when pending."""
+    record = controller.jobs.get(job_id)
+    if record is None:
+        raise TrainmasterError(f"no job {job_id!r}; list jobs with `trainmaster queue`")
+    return explain_record(controller, record, None)
+
+
+def explain_pending(controller: Controller) -> list[Why]:
+    """`why` for every pending job, sharing one ETA replay."""
+    eta = etas(controller)
+    return [explain_record(controller, r, eta) for r in controller.live.values() if r.state is JobState.PENDING]

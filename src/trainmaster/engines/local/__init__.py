@@ -1,0 +1,1 @@
+"""The `local` engine: real training processes on this machine (see `engine.py`)."""

@@ -1,0 +1,74 @@
+"""Tail a task's JSON-lines progress file and fold each batch of lines into one `Report`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class LineTail:
+    """Reads the complete lines appended to a file since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        *lines, self.partial = data.split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue  # a torn or foreign line: skip it, keep tailing
+            if isinstance(item, dict) and isinstance(item.get("step"), int):
+                out.append(item)
+        return out
+
+
+@dataclass
+class Progress:
+    """What a batch of report lines says, with speeds measured against the previous batch."""
+
+    step: int
+    loss: float | None
+    steps_per_s: float | None
+    samples_per_s: float | None
+    checkpoint_step: int | None
+
+
+class ProgressFolder:
+    """Keeps the last line seen, so speeds span batches."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Any] | None = None
+
+    def fold(self, lines: list[dict[str, Any]]) -> Progress | None:
+        if not lines:
+            return None
+        losses = [float(x["loss"]) for x in lines if x.get("loss") is not None]
+        checkpoints = [int(x["step"]) for x in lines if x.get("checkpoint")]
+        base = self.last if self.last is not None else lines[0]
+        tail = lines if self.last is not None else lines[1:]
+        end = lines[-1]
+        dt = float(end["t"]) - float(base["t"])
+        steps_per_s = samples_per_s = None
+        if dt > 0 and end["step"] > base["step"]:
+            steps_per_s = (end["step"] - base["step"]) / dt
+            samples = sum(int(x.get("samples", 0)) for x in tail)
+            samples_per_s = samples / dt if samples else None
+        self.last = end
+        return Progress(step=int(end["step"]), loss=sum(losses) / len(losses) if losses else None,
+                        steps_per_s=steps_per_s, samples_per_s=samples_per_s,
+                        checkpoint_step=checkpoints[-1] if checkpoints else None)

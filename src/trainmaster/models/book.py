@@ -1,0 +1,203 @@
+"""The model book: what each job's reports taught, and the fitted models policies read.
+
+`ModelBook.observe` takes a job's `Report`s (step, loss, steps/s and the
+allocation it ran on); `ModelBook.model` returns an immutable `JobModel`: a
+speed predictor and the steps still to go. Speed comes from, in order: the
+job's own fit (enough distinct configurations; siblings' points added with a
+small weight), its type's pooled fit scaled to the job's own points, or
+optimistic linear scaling from its own points capped at 2x the largest
+allocation seen. It never reads a simulator's ground truth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.events import Report
+from trainmaster.core.job import JobSpec, Role
+from trainmaster.models.convergence import LossCurve, Progress, fit_loss_curve, remaining_steps
+from trainmaster.models.priors import TypePriors
+from trainmaster.models.speed import (
+    N_PARAMS,
+    Config,
+    Form,
+    LinearScaling,
+    Row,
+    Scaled,
+    SpeedPredictor,
+    fit,
+    form_of,
+    global_batch,
+    label,
+    time_like,
+)
+
+MAX_LOSS_POINTS = 400  # older points are thinned beyond this
+
+
+def config_of(alloc: Allocation, batch: float) -> Config:
+    workers = alloc.count(Role.WORKER)
+    ps = alloc.count(Role.PS)
+    nodes = len({t.node for t in alloc.tasks if t.role is Role.WORKER}) if ps == 0 else len(alloc.nodes)
+    return Config(workers=workers, ps=ps, nodes=max(nodes, 1), batch=batch)
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """A job's fitted models at one moment; immutable, safe inside a Snapshot."""
+
+    job_id: str
+    form: Form
+    batch: float
+    speed: SpeedPredictor | None
+    basis: str  # "own fit", "type prior", "linear scaling" or "none": where the speed came from
+    step: float
+    remaining: float | None  # steps to the target; None when not known yet
+    configs: int  # distinct configurations this job has run on
+    curve: LossCurve | None = None
+
+    def config(self, workers: int, ps: int = 0, nodes: int = 1) -> Config:
+        return Config(workers=workers, ps=ps, nodes=nodes, batch=self.batch)
+
+    def steps_per_s(self, workers: int, ps: int = 0, nodes: int = 1) -> float | None:
+        if self.speed is None:
+            return None
+        return self.speed.steps_per_s(self.config(workers, ps, nodes))
+
+    def remaining_time(self, workers: int, ps: int = 0, nodes: int = 1) -> float | None:
+        """Predicted seconds to the target on this configuration (inf when it makes no progress)."""
+        f = self.steps_per_s(workers, ps, nodes)
+        if f is None or self.remaining is None:
+            return None
+        return math.inf if f <= 0 else self.remaining / f
+
+
+class JobLearner:
+    """One job's observations: per-configuration mean speed, the loss points, progress."""
+
+    def __init__(self, job_id: str, spec: JobSpec) -> None:
+        self.job_id = job_id
+        self.spec = spec
+        self.form = form_of(spec)
+        self.batch = global_batch(spec)
+        self.batch_known = label(spec, "batch_size") is not None
+        self.rows: dict[Config, Row] = {}
+        self.steps: list[float] = []
+        self.losses: list[float] = []
+        self.step = 0.0
+        self.epoch: float | None = None
+        self.max_workers = 0
+        self.curve: LossCurve | None = None
+        self._curve_points = 0
+        self.version = 0
+
+    def observe(self, report: Report, alloc: Allocation | None) -> bool:
+        """Record one report; True when the speed rows changed shape (a new configuration)."""
+        self.version += 1
+        self.step = float(report.step)
+        if report.epoch is not None:
+            self.epoch = report.epoch
+        fresh = not self.steps or report.step > self.steps[-1]
+        if report.loss is not None and math.isfinite(report.loss) and fresh:
+            self.steps.append(float(report.step))
+            self.losses.append(report.loss)
+            if len(self.steps) > MAX_LOSS_POINTS:  # thin the older half
+                half = len(self.steps) // 2
+                self.steps = self.steps[:half:2] + self.steps[half:]
+                self.losses = self.losses[:half:2] + self.losses[half:]
+                self._curve_points = min(self._curve_points, len(self.steps))
+        speed = report.steps_per_s
+        if not alloc or speed is None or speed <= 0 or not math.isfinite(speed):
+            return False
+        c = config_of(alloc, self.batch)
+        self.max_workers = max(self.max_workers, c.workers)
+        y = time_like(self.form, c, speed)
+        old = self.rows.get(c)
+        if old is None:
+            self.rows[c] = Row(c, y, 1)
+            return True
+        n = old.count + 1
+        self.rows[c] = Row(c, old.y + (y - old.y) / n, n)
+        return (n & (n - 1)) == 0  # refit at counts 2, 4, 8, ...: cheap and still converging
+
+    def loss_curve(self) -> LossCurve | None:
+        """Refit when the points grew by a fifth since the last fit."""
+        n = len(self.steps)
+        if n >= 5 and (self.curve is None or n >= self._curve_points * 1.2 or n < self._curve_points):
+            self.curve = fit_loss_curve(self.steps, self.losses) or self.curve
+            self._curve_points = n
+        return self.curve
+
+
+class ModelBook:
+    """Every job's learner, the per-type priors, and the published `JobModel`s."""
+
+    def __init__(self, *, own_min: int = 3, prior_weight: float = 1.0, use_priors: bool = True) -> None:
+        self.own_min = own_min  # distinct own configurations before the job's own fit is trusted
+        self.prior_weight = prior_weight  # total weight of siblings' rows in a job's own fit (one row = 1)
+        self.use_priors = use_priors
+        self.learners: dict[str, JobLearner] = {}
+        self.priors = TypePriors()
+        self._speed: dict[str, tuple[SpeedPredictor | None, str]] = {}
+
+    def learner(self, job_id: str, spec: JobSpec) -> JobLearner:
+        found = self.learners.get(job_id)
+        if found is None:
+            found = self.learners[job_id] = JobLearner(job_id, spec)
+        return found
+
+    def observe(self, job_id: str, spec: JobSpec, report: Report, alloc: Allocation | None = None) -> None:
+        learner = self.learner(job_id, spec)
+        if learner.observe(report, report.allocation or alloc):
+            self._speed.pop(job_id, None)
+            if self.use_priors and spec.job_type:
+                self.priors.update(spec.job_type, learner.form, job_id, learner.rows)
+
+    def forget(self, job_id: str) -> None:
+        """Drop a finished job's learner; its rows stay in its type's prior."""
+        self.learners.pop(job_id, None)
+        self._speed.pop(job_id, None)
+
+    def speed(self, learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
+        cached = self._speed.get(learner.job_id)
+        if cached is not None and cached[1] == "own fit":  # the others change as the type's prior learns
+            return cached
+        out = self._fit_speed(learner)
+        self._speed[learner.job_id] = out
+        return out
+
+    def _fit_speed(self, learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
+        own = list(learner.rows.values())
+        job_type = learner.spec.job_type if self.use_priors else None
+        need = N_PARAMS[learner.form]
+        if len(own) >= self.own_min:
+            # Siblings' points share this job's law only when the batch is a known feature.
+            pooled = job_type is not None and learner.batch_known
+            siblings = self.priors.rows(job_type, learner.form, exclude=learner.job_id) if job_type and pooled else []
+            weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
+            return fit(learner.form, own + siblings, weights), "own fit"
+        prior = self.priors.fitted(job_type, learner.form, need) if job_type else None
+        if prior is not None:
+            if not own:
+                return prior, "type prior"
+            ratios = [prior.steps_per_s(r.config) * r.y for r in own]  # predicted / observed speed
+            ratios = [x for x in ratios if x > 0]
+            if not ratios:
+                return prior, "type prior"
+            factor = math.exp(-sum(math.log(x) for x in ratios) / len(ratios))
+            return Scaled(prior, factor), "type prior"
+        if own:
+            ref = max(own, key=lambda r: (r.config.workers, r.config.ps))
+            g = max(ref.config.workers, 1) if learner.form is Form.PS_ASYNC else 1.0
+            return LinearScaling(ref.config, g / ref.y, cap=2 * learner.max_workers), "linear scaling"
+        return None, "none"
+
+    def model(self, job_id: str, spec: JobSpec) -> JobModel:
+        learner = self.learner(job_id, spec)
+        speed, basis = self.speed(learner)
+        curve = learner.loss_curve()
+        left = remaining_steps(spec.target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
+        return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
+                        step=learner.step, remaining=left, configs=len(learner.rows), curve=curve)

@@ -1,0 +1,52 @@
+"""Per-job-type priors: speed observations pooled across the jobs of one type (`spec.job_type`).
+
+A new job of a known type starts from what its siblings taught: the same
+model family scales the same way once the batch size is a feature (the forms
+in `speed` all take the global batch M). Bounded: only the newest jobs count.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from trainmaster.models.speed import Config, Form, Row, SpeedFit, fit
+
+MAX_JOBS_PER_TYPE = 50
+
+
+class TypePriors:
+    """Observations by (type, form), job and configuration; a fit cached per (type, form) until new data arrives."""
+
+    def __init__(self, max_jobs: int = MAX_JOBS_PER_TYPE) -> None:
+        self.max_jobs = max_jobs
+        self._rows: dict[tuple[str, Form], OrderedDict[str, dict[Config, Row]]] = {}
+        self._fits: dict[tuple[str, Form], SpeedFit | None] = {}
+        self.version: dict[tuple[str, Form], int] = {}
+
+    def update(self, job_type: str, form: Form, job_id: str, rows: dict[Config, Row]) -> None:
+        key = (job_type, form)
+        jobs: OrderedDict[str, dict[Config, Row]] = self._rows.setdefault(key, OrderedDict())
+        jobs[job_id] = dict(rows)
+        jobs.move_to_end(job_id)
+        while len(jobs) > self.max_jobs:
+            jobs.popitem(last=False)
+        self._fits.pop(key, None)
+        self.version[key] = self.version.get(key, 0) + 1
+
+    def rows(self, job_type: str, form: Form, exclude: str | None = None) -> list[Row]:
+        jobs = self._rows.get((job_type, form))
+        if jobs is None:
+            return []
+        return [row for jid, rows in jobs.items() if jid != exclude for row in rows.values()]
+
+    def jobs(self, job_type: str, form: Form) -> int:
+        return len(self._rows.get((job_type, form), {}))
+
+    def fitted(self, job_type: str, form: Form, min_configs: int) -> SpeedFit | None:
+        """The pooled fit of this type, or None while it has seen fewer than `min_configs` configurations."""
+        key = (job_type, form)
+        if key not in self._fits:
+            rows = self.rows(job_type, form)
+            distinct = {(r.config.workers, r.config.ps, r.config.nodes) for r in rows}
+            self._fits[key] = fit(form, rows) if len(distinct) >= min_configs else None
+        return self._fits[key]

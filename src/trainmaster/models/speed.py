@@ -1,0 +1,174 @@
+"""Speed models: steps/s as a function of workers, parameter servers and nodes, fitted by NNLS.
+
+Forms (Optimus, EuroSys'18, section 3.2; DESIGN.md "Models"):
+
+- parameter server, synchronous: `f(p, w) = 1 / (t0*M/w + t1 + t2*w/p + t3*w + t4*p)`
+- parameter server, asynchronous: `f(p, w) = w / (t0 + t1*w/p + t2*w + t3*p)`
+- all-reduce: step time `T = a + b*m + sync(K, nodes)` with local batch `m = M/K`; sync is 0 for one
+  replica, `c1 + d1*(K-2)` inside one node and `c2 + d2*(K-2)` across nodes (Pollux's two regimes).
+
+Each form is linear in its coefficients once the speed is turned into a time-like quantity
+`y = g/f` (g = w for asynchronous jobs, else 1), so non-negative least squares fits it. Rows are
+divided by `y`: the fit minimizes relative error, which is what remaining-time predictions need.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from scipy.optimize import nnls
+
+from trainmaster.core.job import Architecture, JobSpec
+
+
+class Form(enum.Enum):
+    PS_SYNC = "ps-sync"
+    PS_ASYNC = "ps-async"
+    ALLREDUCE = "allreduce"
+
+
+N_PARAMS = {Form.PS_SYNC: 5, Form.PS_ASYNC: 4, Form.ALLREDUCE: 6}
+
+
+class Config(NamedTuple):
+    """A resource configuration: workers (replicas), parameter servers, nodes used, global batch M.
+
+    A named tuple: policies build thousands per decision, and a tuple is the cheapest hashable record.
+    """
+
+    workers: int
+    ps: int = 0
+    nodes: int = 1
+    batch: float = 1.0
+
+
+def label(spec: JobSpec, key: str) -> str | None:
+    return dict(spec.labels).get(key)
+
+
+def form_of(spec: JobSpec) -> Form:
+    """All-reduce, or PS synchronous unless the job is labelled `sync: async`."""
+    if spec.architecture is Architecture.PARAMETER_SERVER:
+        return Form.PS_ASYNC if label(spec, "sync") == "async" else Form.PS_SYNC
+    return Form.ALLREDUCE
+
+
+def global_batch(spec: JobSpec) -> float:
+    """The job's global batch size from its `batch_size` label (1 when it does not say)."""
+    raw = label(spec, "batch_size") or dict(spec.env).get("TM_BATCH_SIZE")
+    try:
+        value = float(raw) if raw is not None else 1.0
+    except ValueError:
+        value = 1.0
+    return value if value > 0 else 1.0
+
+
+def features(form: Form, c: Config) -> tuple[float, ...]:
+    """The row of the linear system for one configuration."""
+    w = max(c.workers, 1)
+    if form is Form.PS_SYNC:
+        p = max(c.ps, 1)
+        return (c.batch / w, 1.0, w / p, float(w), float(p))
+    if form is Form.PS_ASYNC:
+        p = max(c.ps, 1)
+        return (1.0, w / p, float(w), float(p))
+    multi = c.nodes > 1
+    single = w > 1 and not multi
+    extra = float(max(w - 2, 0))
+    return (1.0, c.batch / w, float(single), float(single) * extra, float(multi), float(multi) * extra)
+
+
+def time_like(form: Form, c: Config, steps_per_s: float) -> float:
+    """`y = g/f`: seconds per step, times the workers for asynchronous jobs."""
+    return (max(c.workers, 1) if form is Form.PS_ASYNC else 1.0) / steps_per_s
+
+
+class SpeedPredictor:
+    """Anything that predicts steps/s for a configuration."""
+
+    def steps_per_s(self, c: Config) -> float:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class SpeedFit(SpeedPredictor):
+    """Fitted coefficients of one form; `configs` is how many distinct configurations it saw."""
+
+    form: Form
+    theta: tuple[float, ...]
+    configs: int = 0
+
+    def steps_per_s(self, c: Config) -> float:
+        y = 0.0
+        for t, x in zip(self.theta, features(self.form, c), strict=True):
+            y += t * x
+        if y <= 0:
+            return 0.0
+        return (max(c.workers, 1) if self.form is Form.PS_ASYNC else 1.0) / y
+
+
+@dataclass(frozen=True)
+class LinearScaling(SpeedPredictor):
+    """Optimistic prior: speed linear in workers from a measured point, flat beyond `cap` workers.
+
+    For parameter-server jobs the servers must keep up: with fewer servers
+    per worker than at the measured point, speed scales with the servers instead.
+    """
+
+    ref: Config
+    ref_speed: float
+    cap: int
+
+    def steps_per_s(self, c: Config) -> float:
+        w = float(min(c.workers, self.cap))
+        if self.ref.ps > 0 and c.ps > 0:
+            w = min(w, c.ps * self.ref.workers / self.ref.ps)
+        return self.ref_speed * max(w, 0) / max(self.ref.workers, 1)
+
+
+@dataclass(frozen=True)
+class Scaled(SpeedPredictor):
+    """Another predictor times a calibration factor (a type prior fitted to this job's own points)."""
+
+    base: SpeedPredictor
+    factor: float
+
+    def steps_per_s(self, c: Config) -> float:
+        return self.base.steps_per_s(c) * self.factor
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One observed configuration: mean of `y = g/f` over `count` reports."""
+
+    config: Config
+    y: float
+    count: int = 1
+
+
+def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None) -> SpeedFit | None:
+    """NNLS on relative error; None without rows."""
+    if not rows:
+        return None
+    a = np.array([features(form, r.config) for r in rows], dtype=float)
+    y = np.array([r.y for r in rows], dtype=float)
+    w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=float)
+    scale = np.sqrt(w) / y
+    a_s = a * scale[:, None]
+    norms = np.linalg.norm(a_s, axis=0)
+    norms[norms == 0] = 1.0
+    theta, _ = nnls(a_s / norms, y * scale, maxiter=50 * a.shape[1])
+    theta = theta / norms
+    configs = len({r.config for r in rows})
+    return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=configs)
+
+
+def mape(model: SpeedPredictor, truth: Iterable[tuple[Config, float]]) -> float:
+    """Mean absolute percentage error of predicted steps/s against true steps/s."""
+    errs = [abs(model.steps_per_s(c) - f) / f for c, f in truth if f > 0]
+    return 100.0 * sum(errs) / len(errs) if errs else math.nan

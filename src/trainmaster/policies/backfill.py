@@ -1,0 +1,198 @@
+"""Phase 5: a reservation for the blocked head job, and backfill that cannot delay it.
+
+Predicted finish of a running job: the fitted model where `Snapshot.models`
+has one (its `remaining_time`), else the user's `spec.estimate` (seconds at
+the job's minimum size, scaled by the GPUs it holds), else unknown. The head
+job's reservation is the placement it gets at the earliest time the running
+jobs' predicted finishes free enough room; a later job starts now only if it
+is predicted to end before that time or keeps off the reserved nodes.
+`predict_starts` turns the same predictions into an ETA for every pending job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.job import Role
+from trainmaster.core.resources import Resources
+from trainmaster.policies.cycle import AfterHook
+from trainmaster.policies.queues import GANG, RESERVATION, QueueBook, reason, release, try_place
+from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.workspace import Workspace
+
+
+def _size(job: JobView, alloc: Allocation | None = None) -> int:
+    """Work units a job runs on: GPUs, or tasks for CPU-only jobs."""
+    alloc = job.allocation if alloc is None else alloc
+    return (alloc.gpus(job.spec) or len(alloc)) if alloc else 0
+
+
+def _min_size(job: JobView) -> int:
+    return job.spec.min_gpus or sum(s.min for s in job.spec.roles.values())
+
+
+def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None = None) -> float | None:
+    """Seconds `job` still needs on `alloc` (default: what it holds, or its minimum), or None when unknown."""
+    alloc = job.allocation if alloc is None else alloc
+    model = snap.models.get(job.id)
+    remaining_time = getattr(model, "remaining_time", None)
+    if remaining_time is not None and alloc:
+        nodes = len({t.node for t in alloc.tasks})
+        value = remaining_time(alloc.count(Role.WORKER), alloc.count(Role.PS), max(nodes, 1))
+        if value is not None and math.isfinite(value):
+            return max(0.0, float(value))
+    estimate = job.spec.estimate
+    if estimate is None:
+        return None
+    base = _min_size(job)
+    size = _size(job, alloc) if alloc else base
+    done = job.attained if job.spec.min_gpus else job.runtime * base
+    return max(0.0, (estimate * max(base, 1) - done) / max(size, 1))
+
+
+def predicted_finishes(snap: Snapshot, ws: Workspace) -> dict[str, float | None]:
+    """Predicted end of every job holding resources in the workspace."""
+    return {jid: (None if (rem := predicted_remaining(snap.jobs[jid], snap, alloc)) is None else snap.now + rem)
+            for jid, alloc in ws.allocations.items() if alloc and jid in snap.jobs}
+
+
+def _trial(snap: Snapshot, ws: Workspace) -> Workspace:
+    trial = Workspace(snap)
+    trial.free = dict(ws.free)
+    trial.allocations = dict(ws.allocations)
+    trial.total_free = ws.total_free
+    return trial
+
+
+def earliest_start(snap: Snapshot, ws: Workspace, job: JobView, counts: Mapping[Role, int],
+                   finishes: Mapping[str, float | None]) -> tuple[float, Allocation] | None:
+    """When and where `job`'s gang fits as predicted jobs end; None when no prediction gets it there."""
+    alloc = ws.find(job, counts)
+    if alloc is not None:
+        return snap.now, alloc
+    trial = _trial(snap, ws)
+    ends = sorted((t, jid) for jid, t in finishes.items() if t is not None and jid in trial.allocations)
+    for i, (t, jid) in enumerate(ends):
+        trial.release(snap.jobs[jid])
+        if i + 1 < len(ends) and ends[i + 1][0] == t:
+            continue
+        alloc = trial.find(job, counts)
+        if alloc is not None:
+            return max(t, snap.now), alloc
+    return None
+
+
+def reserve_and_backfill(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+    """Reserve for the first job blocked by capacity; start later jobs only where they cannot delay it."""
+    head = next((j for j in blocked if j.id not in ws.allocations and ws.reasons.get(j.id, "").startswith(GANG)),
+                None)
+    if head is None:
+        return blocked
+    want = {r: s.min for r, s in head.spec.roles.items()}
+    finishes = predicted_finishes(snap, ws)
+    found = earliest_start(snap, ws, head, want, finishes)
+    book = QueueBook(snap, ws)
+    if found is None:
+        ws.reasons[head.id] += "; no predicted start (running jobs have no estimates): nothing backfills"
+        reserved: frozenset[str] = frozenset()
+        start = math.inf
+    else:
+        start, alloc = found
+        reserved = frozenset(alloc.nodes)
+        ws.eta[head.id] = start
+        ws.reasons[head.id] += f"; reserved {','.join(sorted(reserved))} from t={start:.0f}"
+    still: list[JobView] = []
+    after_head = False
+    for job in blocked:
+        if job.id == head.id:
+            after_head = True
+            still.append(job)
+            continue
+        if not after_head or job.id in ws.allocations or not ws.reasons.get(job.id, "").startswith("priority:"):
+            still.append(job)
+            continue
+        counts = {r: s.min for r, s in job.spec.roles.items()}
+        result = try_place(ws, book, job, counts)
+        if result is None:  # does not fit now either: it keeps waiting behind the head
+            still.append(job)
+            continue
+        if isinstance(result, str):
+            ws.reasons[job.id] = reason("quota", result)
+            still.append(job)
+            continue
+        duration = predicted_remaining(job, snap, result)
+        ends_first = duration is not None and snap.now + duration <= start
+        if math.isfinite(start) and (ends_first or not reserved & set(result.nodes)):
+            ws.reasons[job.id] = (f"backfilled: predicted to end by t={snap.now + (duration or 0.0):.0f}"
+                                  if ends_first else "backfilled: keeps off the reserved nodes")
+            continue
+        release(ws, book, job)
+        ws.reasons[job.id] = reason(RESERVATION, f"would delay {head.id}, which holds a reservation"
+                                    + (f" from t={start:.0f}" if math.isfinite(start) else ""))
+        still.append(job)
+    return still
+
+
+def backfill() -> AfterHook:
+    return reserve_and_backfill
+
+
+# -- ETAs ----------------------------------------------------------------------
+def predict_starts(snap: Snapshot, allocations: Mapping[str, Allocation], pending: list[JobView],
+                   known: Mapping[str, float] | None = None) -> dict[str, float | None]:
+    """Predicted start of each pending job, in the given order, on aggregate capacity (conservative backfill).
+
+    Running jobs free their resources at their predicted finish (never, when
+    unknown); each pending job takes the earliest slot where its minimum fits
+    for its predicted duration without moving an earlier one. `known` pins
+    starts the policy already predicted (the reservation). None: no predicted start.
+    """
+    times: list[float] = [snap.now]
+    free: list[Resources] = [snap.cluster.total]
+
+    def cut(t: float) -> int:
+        for i, x in enumerate(times):
+            if x == t:
+                return i
+            if x > t:
+                times.insert(i, t)
+                free.insert(i, free[i - 1])
+                return i
+        times.append(t)
+        free.append(free[-1])
+        return len(times) - 1
+
+    def take(need: Resources, start: float, end: float) -> None:
+        i = cut(start)
+        j = cut(end) if math.isfinite(end) else len(times)
+        for k in range(i, j):
+            free[k] = free[k] - need
+
+    for jid, alloc in allocations.items():
+        job = snap.jobs.get(jid)
+        if job is None or not alloc:
+            continue
+        rem = predicted_remaining(job, snap, alloc)
+        take(alloc.resources(job.spec), snap.now, math.inf if rem is None else snap.now + rem)
+    out: dict[str, float | None] = {}
+    for job in pending:
+        need = job.spec.min_resources
+        dur = predicted_remaining(job, snap, Allocation())
+        length = math.inf if dur is None else dur
+        start: float | None = None
+        pinned = (known or {}).get(job.id)
+        if pinned is not None:
+            cut(pinned)
+        for i, t in enumerate(times):
+            if pinned is not None and t < pinned:
+                continue
+            end = t + length
+            if all(need.fits_in(free[k]) for k in range(i, len(times)) if times[k] < end):
+                start = t
+                break
+        out[job.id] = start
+        if start is not None:
+            take(need, start, start + length)
+    return out

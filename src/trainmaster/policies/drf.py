@@ -1,0 +1,82 @@
+"""`drf`: dominant resource fairness (Ghodsi et al., NSDI'11) by progressive filling, gang-aware.
+
+Each turn goes to the queue (tenant) with the lowest dominant share of the
+cluster, then within it to the job with the lowest dominant share, then the
+earliest submitted. A pending job's turn places its whole minimum gang or
+skips it (work-conserving: a job that does not fit never blocks the others);
+an elastic job that just started may take one more replica per turn up to its
+maximum, so idle capacity is shared max-min fairly. Running jobs keep what
+they hold: `drf` never preempts or resizes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+
+from trainmaster.core.job import Role
+from trainmaster.core.resources import Resources
+from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min, describe_wait
+from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.workspace import Workspace
+
+
+def _grow(job: JobView, counts: Mapping[Role, int]) -> dict[Role, int] | None:
+    """One more replica of the role furthest below its maximum, or None at the maximum."""
+    roles = [(counts.get(r, 0) / s.max, r.value, r) for r, s in job.spec.roles.items() if counts.get(r, 0) < s.max]
+    if not roles:
+        return None
+    role = min(roles)[2]
+    out = dict(counts)
+    out[role] = out.get(role, 0) + 1
+    return out
+
+
+def progressive_fill(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
+                     ws: Workspace) -> list[JobView]:
+    """The place hook: serve the lowest dominant share first until nobody can take more.
+
+    Two levels of heaps: queues by dominant share, and inside each queue its
+    candidate jobs by (job share, rank). A turn changes only the served queue's
+    share, so no entry ever goes stale.
+    """
+    total = snap.cluster.total
+    queue_held: dict[str, Resources] = {}
+    for jid, alloc in ws.allocations.items():
+        spec = ws.snap.jobs[jid].spec  # `snap` may hold only the pending jobs
+        queue_held[spec.queue] = queue_held.get(spec.queue, Resources()) + alloc.resources(spec)
+    members: dict[str, list[tuple[float, int, str]]] = {}
+    for i, job in enumerate(jobs):
+        if not job.active and job.id in sizes:
+            members.setdefault(job.spec.queue, []).append((0.0, ws.rank.get(job.id, i), job.id))
+    queues = []
+    for name, heap in members.items():
+        heapq.heapify(heap)
+        queues.append((queue_held.get(name, Resources()).dominant_share(total), name))
+    heapq.heapify(queues)
+    blocked: list[JobView] = []
+    while queues:
+        _, name = heapq.heappop(queues)
+        _, rank, jid = heapq.heappop(members[name])
+        job = snap.jobs[jid]
+        held = ws.allocations.get(jid)
+        want = _grow(job, {r: held.count(r) for r in job.spec.roles}) if held else dict(sizes[jid])
+        found = None if want is None else ws.find(job, want, prefer=held.nodes if held else ())
+        if found is None:
+            if not held and want is not None:
+                ws.reasons[jid] = describe_wait(job, want, ws)
+                blocked.append(job)
+        else:  # a started job that cannot grow keeps its size and leaves the heap
+            ws.assign(job, found)
+            ws.want[jid] = dict(want or {})
+            now_held = found.resources(job.spec)
+            queue_held[name] = queue_held.get(name, Resources()) + now_held - (held.resources(job.spec) if held
+                                                                                else Resources())
+            heapq.heappush(members[name], (now_held.dominant_share(total), rank, jid))
+        if members[name]:
+            heapq.heappush(queues, (queue_held.get(name, Resources()).dominant_share(total), name))
+    return blocked
+
+
+def make() -> Cycle:
+    return Cycle(name="drf", order=by_submit_time, size=current_or_min, place=progressive_fill, pending_only=True)

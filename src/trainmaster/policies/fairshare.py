@@ -1,0 +1,75 @@
+"""Phase 4 for queue-aware presets: place whole gangs in fair-share order, within quotas.
+
+Across queues the next job comes from the queue with the lowest weighted
+dominant share (DRF by weight, hierarchical: parents compared first, queue
+priority before share); within a queue services come first, then priority,
+then submit time. Running jobs are placed first (shrinks included), then
+pending jobs. `strict`: the first pending job that does not fit for capacity
+becomes the head and every later pending job waits behind it (reservation and
+backfill in phase 5 may still start some); otherwise anything that fits starts
+(greedy skipping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from trainmaster.core.job import Role
+from trainmaster.policies.cycle import PlaceHook
+from trainmaster.policies.queues import PRIORITY, QUOTA, QueueBook, reason, try_place, wait_reason
+from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.workspace import Workspace
+
+
+def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
+    """Pending jobs grouped per queue, each list in within-queue order."""
+    groups: dict[str, list[JobView]] = {}
+    for job in jobs:
+        groups.setdefault(book.queue_of(job), []).append(job)
+    return list(groups.values())
+
+
+def fair_place(strict: bool) -> PlaceHook:
+    def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
+              ws: Workspace) -> list[JobView]:
+        book = QueueBook(snap, ws)
+        blocked: list[JobView] = []
+        # Running jobs first: keep, or shrink to what phase 3 asked (growth waits for pending jobs).
+        for job in jobs:
+            want = sizes.get(job.id)
+            held = ws.allocations.get(job.id)
+            if not job.active or not held or want is None:
+                continue
+            if all(held.count(r) == n for r, n in want.items()):
+                continue
+            if all(held.count(r) >= n for r, n in want.items()):
+                try_place(ws, book, job, want)
+        pending = [j for j in jobs if j.pending and j.id in sizes]
+        head: JobView | None = None
+        groups = fair_sequence(book, pending)
+        while groups:
+            groups.sort(key=lambda g: book.fair_key(g[0]))
+            job = groups[0].pop(0)
+            if not groups[0]:
+                groups.pop(0)
+            want = sizes[job.id]
+            never = book.never_within_quota(job)
+            if never:
+                ws.rejected[job.id] = never
+                continue
+            if head is not None:
+                ws.reasons[job.id] = reason(PRIORITY, f"waiting behind {head.id}, first in line")
+                blocked.append(job)
+                continue
+            result = try_place(ws, book, job, want)
+            if isinstance(result, str):
+                ws.reasons[job.id] = reason(QUOTA, result)
+                blocked.append(job)
+            elif result is None:
+                ws.reasons[job.id] = wait_reason(job, want, ws)
+                blocked.append(job)
+                if strict:
+                    head = job
+        return blocked
+
+    return place

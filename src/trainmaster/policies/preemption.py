@@ -1,0 +1,114 @@
+"""Phase 5: priority preemption within a queue, services first, reclaim of borrowed capacity across queues.
+
+A blocked job may evict:
+- any training job, when it is a service (EDL's online services start at once);
+- lower-priority jobs of its own queue, once they ran `min_runtime` seconds;
+- jobs of other queues that run on borrowed capacity (their queue stays at or
+  above its quota after the eviction), when the claimant's queue is still
+  within its own quota, also after `min_runtime`.
+Victims are tried in order of least work lost since their last checkpoint
+(GPU-seconds, counting periodic checkpoints), then lowest priority; evictions
+stop as soon as the claimant's whole gang fits, and victims it did not need
+are put back. Nothing is evicted when the gang would still not fit.
+"""
+
+from __future__ import annotations
+
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.job import JobKind
+from trainmaster.policies.cycle import AfterHook
+from trainmaster.policies.queues import PRIORITY, QUOTA, QueueBook, reason, release, try_place
+from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.workspace import Workspace
+
+MIN_RUNTIME = 600.0
+
+
+def since_checkpoint(job: JobView, now: float) -> float:
+    """Seconds of work a stop now would lose: since the last checkpoint, periodic ones included."""
+    if not job.active or job.running_since is None:
+        return 0.0
+    base = max(job.last_checkpoint or job.running_since, job.running_since)
+    elapsed = max(0.0, now - base)
+    every = job.spec.checkpoint_every
+    return elapsed % every if every > 0 else elapsed
+
+
+def work_lost(job: JobView, now: float) -> float:
+    """GPU-seconds (task-seconds for CPU jobs) lost if `job` is stopped now."""
+    size = job.gpus or len(job.allocation)
+    return size * since_checkpoint(job, now)
+
+
+def _victim_kind(claimant: JobView, victim: JobView, book: QueueBook, snap: Snapshot, min_runtime: float,
+                 quota_blocked: bool, held: Allocation) -> str | None:
+    """How `claimant` may evict `victim` ("service", "priority", "reclaim"), or None."""
+    if victim.id == claimant.id or victim.spec.kind is JobKind.SERVICE:
+        return None
+    if claimant.spec.kind is JobKind.SERVICE:
+        return "service"
+    started_now = not victim.active  # placed in this very decision: taking it back costs nothing
+    if not started_now and (victim.running_since is None or snap.now - victim.running_since < min_runtime):
+        return None
+    same_queue = book.queue_of(victim) == book.queue_of(claimant)
+    if same_queue and victim.spec.priority < claimant.spec.priority:
+        return "priority"
+    if (not quota_blocked and not same_queue and book.within_quota(claimant, claimant.spec.min_resources)
+            and book.lendable(victim, held.resources(victim.spec))):
+        return "reclaim"
+    return None
+
+
+def preempt(min_runtime: float = MIN_RUNTIME) -> AfterHook:
+    def hook(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+        book = QueueBook(snap, ws)
+        still: list[JobView] = []
+        for claimant in blocked:
+            why = ws.reasons.get(claimant.id, "")
+            if claimant.id in ws.allocations or claimant.id in ws.rejected:
+                continue
+            quota_blocked = why.startswith(QUOTA)
+            want = {role: spec.min for role, spec in claimant.spec.roles.items()}
+            running = [snap.jobs[jid] for jid, a in ws.allocations.items()
+                       if a and jid in snap.jobs and _victim_kind(claimant, snap.jobs[jid], book, snap, min_runtime,
+                                                                  quota_blocked, a)]
+            if not running:
+                still.append(claimant)
+                continue
+            running.sort(key=lambda v: (work_lost(v, snap.now), v.spec.priority, -(v.running_since or snap.now), v.id))
+            evicted: list[tuple[JobView, Allocation, str]] = []
+            placed = False
+            for victim in running:
+                held = ws.allocations.get(victim.id)
+                if not held:
+                    continue
+                kind = _victim_kind(claimant, victim, book, snap, min_runtime, quota_blocked, held)  # usage moved
+                if kind is None:
+                    continue
+                release(ws, book, victim)
+                evicted.append((victim, held, kind))
+                result = try_place(ws, book, claimant, want)
+                if result is not None and not isinstance(result, str):
+                    placed = True
+                    break
+            if not placed:
+                for victim, held, _ in reversed(evicted):
+                    ws.assign(victim, held)
+                    book.swap(victim, None, held)
+                still.append(claimant)
+                continue
+            ws.reasons[claimant.id] = f"preempted {len(evicted)} job(s) to start" if evicted else "placed"
+            for victim, held, kind in reversed(evicted):
+                if ws.fits(victim, held) and book.quota_problem(victim, None, held) is None:
+                    ws.assign(victim, held)  # not needed after all
+                    book.swap(victim, None, held)
+                    continue
+                if kind == "reclaim":
+                    ws.reasons[victim.id] = reason(QUOTA, f"reclaimed by queue {book.queue_of(claimant)} "
+                                                          f"for {claimant.id}: it ran on borrowed capacity")
+                else:
+                    ws.reasons[victim.id] = reason(PRIORITY, f"preempted by {claimant.id} ({kind}, "
+                                                             f"priority {claimant.spec.priority})")
+        return still
+
+    return hook

@@ -1,0 +1,284 @@
+"""The REST API (FastAPI; OpenAPI at /openapi.json, docs at /docs) over a running Daemon.
+
+Status codes: 201 accepted (the job is in the store), 202 cancel requested,
+400 malformed body (not YAML/JSON, not a mapping), 401 no or wrong token,
+404 unknown job, 409 the job already ended, 413 body too large, 422 the
+document is well formed but invalid (unknown field, unknown queue,
+impossible resources). Errors are `{"error": "<one line>", "field": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from trainmaster.controller.loop import Controller
+from trainmaster.core.errors import SpecError, TrainmasterError
+from trainmaster.core.spec import load_yaml_text
+from trainmaster.core.states import JobState
+from trainmaster.server.auth import TokenGuard
+from trainmaster.server.daemon import Daemon
+from trainmaster.server.why import explain
+
+try:  # not `trainmaster.__version__`: the package root re-exports the SDK, which lives above this layer
+    VERSION = version("trainmaster")
+except PackageNotFoundError:
+    VERSION = "unknown"
+MAX_BODY = 1 << 20  # a job document is a few hundred bytes; 1 MiB is generous
+
+
+class Job(BaseModel):
+    """A job as the API shows it."""
+
+    id: str
+    name: str
+    queue: str
+    priority: int
+    state: str
+    submit_time: float
+    first_start: float | None
+    finish_time: float | None
+    jct: float | None
+    restarts: int
+    step: int
+    loss: float | None
+    steps_per_s: float | None
+    allocation: str
+    gpus: int
+    tasks: int
+    why: str
+    message: str
+    cancel_requested: bool
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field, self.fix = status, message, field, fix
+
+
+def _error(status: int, message: str, field: str | None = None, fix: str | None = None) -> JSONResponse:
+    line = message if not fix or fix in message else f"{message} ({fix})"
+    body: dict[str, Any] = {"error": line}  # the whole line, as the CLI prints it
+    if field is not None:
+        body["field"] = field
+    if fix:
+        body["fix"] = fix
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None = None,
+               max_body: int = MAX_BODY, log_poll: float = 0.25) -> FastAPI:
+    app = FastAPI(title="trainmaster", version=VERSION,
+                  description="Schedule distributed deep-learning training jobs.")
+    if token:
+        app.add_middleware(TokenGuard, token=token)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.field, exc.fix)
+
+    @app.exception_handler(SpecError)
+    async def spec_error(request: Request, exc: SpecError) -> JSONResponse:
+        return _error(422, str(exc), exc.field, exc.fix)
+
+    @app.exception_handler(TrainmasterError)
+    async def tm_error(request: Request, exc: TrainmasterError) -> JSONResponse:
+        return _error(422, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_params(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return _error(400, f"{where}: {first.get('msg', 'invalid')}", where)
+
+    def job_or_404(job_id: str) -> dict[str, Any]:
+        row = daemon.store.job(job_id)
+        if row is None:
+            raise ApiError(404, f"no job {job_id!r}", "job", "list jobs with `trainmaster queue`")
+        return row
+
+    @app.get("/v1/health")
+    def health() -> dict[str, Any]:
+        return {"ok": daemon.alive, "version": VERSION, "policy": daemon.policy.name,
+                "jobs": daemon.store.count(), "errors": daemon.errors}
+
+    @app.post("/v1/jobs", status_code=201, response_model=Job, openapi_extra={"requestBody": {
+        "required": True, "description": "A TrainingJob document, as YAML or JSON",
+        "content": {"application/json": {"schema": {"type": "object"}},
+                    "application/yaml": {"schema": {"type": "string"}}}}})
+    async def submit(request: Request) -> dict[str, Any]:
+        """Accept a job. It is committed to the store before this answers."""
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > max_body:
+            raise ApiError(413, f"body of {declared} bytes is over the {max_body}-byte limit", "body",
+                           "a job document is small; send only the YAML")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                raise ApiError(413, f"body is over the {max_body}-byte limit", "body",
+                               "a job document is small; send only the YAML")
+            chunks.append(chunk)
+        doc = _parse_body(b"".join(chunks), request.headers.get("content-type", ""))
+        row: dict[str, Any] = await run_in_threadpool(daemon.submit, doc)
+        return row
+
+    @app.get("/v1/jobs", response_model=list[Job])
+    def list_jobs(state: Annotated[list[str] | None, Query()] = None, queue: str | None = None,
+                  limit: Annotated[int | None, Query(ge=1)] = None, all: bool = True) -> list[dict[str, Any]]:
+        """Jobs in submit order; `all=false` keeps only unfinished ones."""
+        states = list(state or [])
+        for s in states:
+            if s not in {x.value for x in JobState}:
+                raise ApiError(400, f"unknown state {s!r}", "state",
+                               f"use one of {', '.join(x.value for x in JobState)}")
+        if not all and not states:
+            states = [s.value for s in JobState if not s.terminal]
+        return daemon.store.jobs(states, queue, limit)
+
+    @app.get("/v1/jobs/{job_id}", response_model=Job)
+    def get_job(job_id: str) -> dict[str, Any]:
+        return job_or_404(job_id)
+
+    @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=Job)
+    def cancel(job_id: str) -> dict[str, Any]:
+        row = job_or_404(job_id)
+        if JobState(row["state"]).terminal:
+            raise ApiError(409, f"job {job_id} already {row['state']}", "job", "nothing to cancel")
+        daemon.cancel(job_id)
+        return {**row, "cancel_requested": True}
+
+    @app.get("/v1/jobs/{job_id}/why")
+    def why(job_id: str) -> dict[str, Any]:
+        """Why the job is where it is: the reason, a predicted start for pending jobs, recent decisions."""
+        row = job_or_404(job_id)
+        live: dict[str, Any] | None = None
+        if not JobState(row["state"]).terminal and daemon.alive:
+
+            def ask(c: Controller) -> dict[str, Any] | None:
+                return explain(c, job_id)
+
+            try:
+                live = daemon.call(ask, timeout=5.0)
+            except (TrainmasterError, TimeoutError):
+                live = None  # the controller is busy or no longer holds it: answer from the store
+        out = live or {"reason": row["message"] or row["why"], "eta": None, "source": "store"}
+        return {"id": job_id, "state": row["state"], **out, "decisions": daemon.store.decisions(job_id)}
+
+    @app.get("/v1/jobs/{job_id}/metrics")
+    def metrics(job_id: str) -> dict[str, Any]:
+        """History: reported step, loss and speed; the allocation after every change."""
+        job_or_404(job_id)
+        changes = [e for e in daemon.store.events(job_id) if e["what"] != "accepted"]
+        return {"id": job_id, "reports": daemon.store.reports(job_id),
+                "allocations": [{k: e[k] for k in ("time", "what", "state", "allocation", "gpus", "tasks")}
+                                for e in changes]}
+
+    @app.get("/v1/jobs/{job_id}/logs", response_model=None)
+    def logs(job_id: str, follow: bool = False, task: str | None = None) -> PlainTextResponse | StreamingResponse:
+        """The tasks' output. `task` picks one (e.g. worker-0); `follow` streams until the job ends."""
+        job_or_404(job_id)
+        if run_dir is None:
+            raise ApiError(404, "this daemon keeps no logs", "logs")
+        job_dir = run_dir / job_id
+        if task is not None and not re.fullmatch(r"(worker|ps)-\d+", task):
+            raise ApiError(400, f"{task!r} is not a task name", "task", "write e.g. worker-0 or ps-1")
+        if task is not None and not (job_dir / f"{task}.log").is_file():
+            names = sorted(p.stem for p in job_dir.glob("*.log"))
+            raise ApiError(404, f"no task {task!r} in job {job_id}", "task",
+                           f"use one of {', '.join(names)}" if names else "the job has not started yet")
+
+        def done() -> bool:
+            row = daemon.store.job(job_id)
+            return row is None or JobState(row["state"]).terminal
+
+        lines = _tail(job_dir, task, follow, done, log_poll)
+        if follow:
+            return StreamingResponse(lines, media_type="text/plain")
+        return PlainTextResponse("".join(lines))
+
+    @app.get("/v1/nodes")
+    def nodes() -> list[Any]:
+        return [dict(n) for n in daemon.nodes_view]
+
+    @app.get("/v1/queues")
+    def queues() -> list[Any]:
+        return [dict(q) for q in daemon.queues_view]
+
+    return app
+
+
+def _parse_body(raw: bytes, content_type: str) -> dict[str, Any]:
+    """JSON when declared so, else YAML (JSON is YAML too). 400 unless it is a mapping."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "body is not UTF-8 text", "body", "send the job YAML or JSON") from None
+    if not text.strip():
+        raise ApiError(400, "empty body", "body", "send the job YAML or JSON")
+    if "json" in content_type:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ApiError(400, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                           "body", "fix the JSON syntax") from None
+    else:
+        try:
+            doc = load_yaml_text(text, "body")
+        except SpecError as exc:
+            raise ApiError(400, str(exc), exc.field, exc.fix) from None
+    if not isinstance(doc, dict):
+        raise ApiError(400, "the job document must be a mapping", "body",
+                       "start with `apiVersion: trainmaster/v1`")
+    return doc
+
+
+def _tail(job_dir: Path, task: str | None, follow: bool, done: Any, poll: float) -> Iterator[str]:
+    """Lines of the job's log files, each prefixed with its task unless one task was asked for.
+
+    Following: read what is new every `poll` seconds; stop once the job has
+    ended and everything written has been sent.
+    """
+    offsets: dict[Path, int] = {}
+    partial: dict[Path, str] = {}
+    while True:
+        finished = follow and done()  # decided before reading, so the last lines are not lost
+        paths = [job_dir / f"{task}.log"] if task else sorted(job_dir.glob("*.log"))
+        for path in paths:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            start = offsets.get(path, 0)
+            if size < start:  # the file was rewritten (a restart): read it again from the top
+                start = 0
+            if size == start:
+                continue
+            with path.open("rb") as f:
+                f.seek(start)
+                data = f.read(size - start)
+            offsets[path] = size
+            text = partial.pop(path, "") + data.decode("utf-8", "replace")
+            *complete, rest = text.split("\n")
+            if rest:
+                partial[path] = rest
+            prefix = "" if task else f"[{path.stem}] "
+            for line in complete:
+                yield f"{prefix}{line}\n"
+        if not follow or finished:
+            for path, rest in partial.items():
+                yield f"{'' if task else f'[{path.stem}] '}{rest}\n"
+            return
+        time.sleep(poll)

@@ -1,0 +1,107 @@
+"""Assemble and run the daemon: store, local engine, policy, controller thread, HTTP server."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import uvicorn
+
+from trainmaster.core.cluster import Cluster, cluster_from_mapping, parse_shorthand
+from trainmaster.core.errors import SpecError, TrainmasterError
+from trainmaster.core.queue import load_queues
+from trainmaster.core.spec import load_yaml_text
+from trainmaster.engines.local.engine import LocalEngine
+from trainmaster.policies.registry import make_policy
+from trainmaster.server.app import MAX_BODY, create_app
+from trainmaster.server.auth import check_bind
+from trainmaster.server.daemon import Daemon, best_policy
+from trainmaster.server.store import Store
+
+log = logging.getLogger("trainmaster.server")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    policy: str | None = None  # None: the best preset this build has
+    cluster: str | None = None  # shorthand (2x0) or a cluster YAML; None: the engine's default (this machine)
+    queues: Path | None = None
+    max_body: int = MAX_BODY
+    poll: float = 0.1
+
+
+def load_cluster(text: str) -> Cluster:
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise SpecError("--cluster", f"no such file {path}", "give a cluster YAML or a shorthand like 2x0")
+        return cluster_from_mapping(load_yaml_text(path.read_text(), str(path)), str(path))
+    return parse_shorthand(text)
+
+
+def check_port(host: str, port: int) -> None:
+    """Fail with one line, before any job is touched, when the address is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise TrainmasterError(f"cannot listen on {host}:{port}: {exc.strerror} "
+                                   "(another trainmaster server? pick one with --port)") from None
+
+
+def lock_data_dir(data_dir: Path) -> IO[bytes]:
+    """One daemon per data directory, or two would start the same jobs; the kernel drops the lock on kill -9."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    handle = (data_dir / "server.lock").open("ab")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise TrainmasterError(f"another trainmaster server is using {data_dir}; stop it or pick another "
+                               "--data-dir") from None
+    return handle
+
+
+def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
+    """Open the store and engine and recover unfinished jobs; the caller holds the data-dir lock."""
+    policy = make_policy(config.policy) if config.policy else best_policy()
+    queues = load_queues(config.queues) if config.queues else None
+    cluster = load_cluster(config.cluster) if config.cluster else None
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = config.data_dir / "runs"
+    store = Store(config.data_dir / "trainmaster.db")
+    engine = LocalEngine(cluster, run_dir=run_dir)
+    return Daemon(store, engine, policy, queues=queues, poll=config.poll), store, run_dir
+
+
+def serve(config: ServerConfig) -> int:
+    """Run until SIGINT/SIGTERM; the jobs' state stays in the data directory for the next start."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    check_bind(config.host, config.token)
+    check_port(config.host, config.port)
+    lock = lock_data_dir(config.data_dir)
+    daemon, store, run_dir = build(config)
+    app = create_app(daemon, token=config.token, run_dir=run_dir, max_body=config.max_body)
+    daemon.start()
+    log.info("listening on http://%s:%d (policy %s, %d node(s), data in %s, token %s)", config.host, config.port,
+             daemon.policy.name, len(daemon.controller.cluster), config.data_dir,
+             "required" if config.token else "off")
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                           access_log=False))
+    try:
+        server.run()
+    finally:
+        daemon.stop()
+        store.close()
+        lock.close()
+    return 0

@@ -1,0 +1,232 @@
+"""The REST API through real HTTP: uvicorn on a free loopback port, the daemon on the local engine, real SQLite."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import trainmaster
+from server_harness import CLUSTER_YAML, free_port, job_yaml
+from trainmaster.cli.client import ApiError, Client
+from trainmaster.core.cluster import cluster_from_mapping
+from trainmaster.core.errors import TrainmasterError
+from trainmaster.core.spec import load_yaml_text
+from trainmaster.engines.local.engine import LocalEngine
+from trainmaster.policies.registry import make_policy
+from trainmaster.server.app import create_app
+from trainmaster.server.auth import check_bind
+from trainmaster.server.daemon import Daemon
+from trainmaster.server.store import Store
+
+TOKEN = "s3cret-token"
+
+
+class Live:
+    def __init__(self, tmp: Path) -> None:
+        self.store = Store(tmp / "tm.db")
+        self.engine = LocalEngine(cluster_from_mapping(load_yaml_text(CLUSTER_YAML)), run_dir=tmp / "runs", grace=5)
+        self.daemon = Daemon(self.store, self.engine, make_policy("fifo"), poll=0.05)
+        self.daemon.start()
+        self.servers: list[uvicorn.Server] = []
+        self.http = httpx.Client(base_url=self.serve(), timeout=30)
+        self.db_path = tmp / "tm.db"
+
+    def serve(self, token: str | None = None, max_body: int = 4096) -> str:
+        port = free_port()
+        app = create_app(self.daemon, token=token, run_dir=self.engine.run_dir, max_body=max_body, log_poll=0.05)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        threading.Thread(target=server.run, daemon=True).start()
+        while not server.started:
+            time.sleep(0.02)
+        self.servers.append(server)
+        return f"http://127.0.0.1:{port}"
+
+    def wait(self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row: dict[str, Any] = self.http.get(f"/v1/jobs/{job_id}").json()
+            if until(row):
+                return row
+            time.sleep(0.05)
+        raise AssertionError(f"{job_id} stuck in {row}")
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.should_exit = True
+        self.daemon.stop()
+        self.store.close()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    env = Live(tmp_path_factory.mktemp("server"))
+    yield env
+    env.close()
+
+
+def ended(row: dict[str, Any]) -> bool:
+    return row["state"] in ("succeeded", "failed", "cancelled", "rejected")
+
+
+def test_submit_yaml_and_json_commits_then_runs_to_completion(live: Live) -> None:
+    text = job_yaml("hello", "echo hello from $TM_ROLE-$TM_INDEX; sleep 0.2")
+    r = live.http.post("/v1/jobs", content=text, headers={"content-type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    first = r.json()
+    # Durable before the answer: a second connection to the SQLite file already sees the job.
+    with sqlite3.connect(live.db_path) as db:
+        assert db.execute("SELECT state FROM jobs WHERE id = ?", (first["id"],)).fetchone() is not None
+    r = live.http.post("/v1/jobs", json=load_yaml_text(text))
+    assert r.status_code == 201, r.text
+    second = r.json()
+    assert (first["id"], second["id"]) == ("hello", "hello-1")
+    for jid in (first["id"], second["id"]):
+        row = live.wait(jid, ended)
+        assert row["state"] == "succeeded", row
+        assert row["jct"] is not None and row["jct"] > 0
+    listed = [j["id"] for j in live.http.get("/v1/jobs").json()]
+    assert listed.index("hello") < listed.index("hello-1")
+    changes = live.http.get("/v1/jobs/hello/metrics").json()["allocations"]
+    assert [c["what"] for c in changes][-1] == "succeeded"
+    assert any(c["allocation"].startswith("worker=1@n-") for c in changes)
+    assert "hello from worker-0" in live.http.get("/v1/jobs/hello/logs").text
+    r = live.http.get("/v1/jobs/hello/logs", params={"task": "../../trainmaster"})
+    assert r.status_code == 400 and "not a task name" in r.json()["error"]
+    r = live.http.get("/v1/jobs/hello/logs", params={"task": "worker-9"})
+    assert r.status_code == 404 and r.json()["fix"] == "use one of worker-0"
+
+
+BAD_INPUT = [
+    ("bad yaml", "apiVersion: [unclosed", "application/yaml", 400, "malformed YAML at line 1"),
+    ("bad json", '{"apiVersion": ', "application/json", 400, "malformed JSON"),
+    ("not a mapping", "- just\n- a list\n", "application/yaml", 400, "must be a mapping"),
+    ("empty", "", "application/yaml", 400, "empty body"),
+    ("unknown field", job_yaml("x", "true", extra="  colour: blue\n"), "application/yaml", 422,
+     "spec.colour: unknown field"),
+    ("unknown queue", job_yaml("x", "true", meta=", queue: nowhere"), "application/yaml", 422,
+     "unknown queue 'nowhere'"),
+    ("impossible resources", job_yaml("x", "true", cpu=64), "application/yaml", 422, "impossible resources"),
+    ("gang larger than the cluster", job_yaml("x", "true", cpu=2, workers=3), "application/yaml", 422,
+     "impossible resources"),
+    ("oversized body", "#" * 10_000, "application/yaml", 413, "over the 4096-byte limit"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "ctype", "status", "message"), BAD_INPUT, ids=[b[0] for b in BAD_INPUT])
+def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(
+        live: Live, case: str, body: str, ctype: str, status: int, message: str) -> None:
+    before = live.store.count()
+    r = live.http.post("/v1/jobs", content=body, headers={"content-type": ctype})
+    assert r.status_code == status, r.text
+    assert message in r.json()["error"]
+    assert "\n" not in r.json()["error"]
+    assert live.store.count() == before  # nothing half-accepted
+    assert live.http.get("/v1/health").json()["ok"] is True
+
+
+def test_unknown_job_is_404_everywhere(live: Live) -> None:
+    for method, path in (("GET", "/v1/jobs/ghost"), ("POST", "/v1/jobs/ghost/cancel"), ("GET", "/v1/jobs/ghost/why"),
+                         ("GET", "/v1/jobs/ghost/logs"), ("GET", "/v1/jobs/ghost/metrics")):
+        r = live.http.request(method, path)
+        assert r.status_code == 404, (path, r.text)
+        assert "no job 'ghost'" in r.json()["error"]
+
+
+def test_cancel_stops_the_processes_and_cannot_be_repeated(live: Live) -> None:
+    jid = live.http.post("/v1/jobs", content=job_yaml("sleeper", "echo up; sleep 60")).json()["id"]
+    live.wait(jid, lambda r: r["state"] == "starting")
+    deadline = time.monotonic() + 10
+    while not live.engine.pids(jid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live.engine.pids(jid)
+    r = live.http.post(f"/v1/jobs/{jid}/cancel")
+    assert r.status_code == 202 and r.json()["cancel_requested"] is True
+    assert live.wait(jid, ended)["state"] == "cancelled"
+    deadline = time.monotonic() + 10
+    while live.engine.pids(jid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live.engine.pids(jid) == {}
+    r = live.http.post(f"/v1/jobs/{jid}/cancel")
+    assert r.status_code == 409 and "already cancelled" in r.json()["error"]
+
+
+def test_why_nodes_and_queues_show_a_blocked_gang(live: Live) -> None:
+    big = live.http.post("/v1/jobs", content=job_yaml("big", "sleep 60", cpu=2, workers=2)).json()["id"]
+    live.wait(big, lambda r: r["state"] in ("starting", "running"))
+    small = live.http.post("/v1/jobs", content=job_yaml("small", "sleep 60", cpu=1)).json()["id"]
+    deadline = time.monotonic() + 10
+    while not any(w in (why := live.http.get(f"/v1/jobs/{small}/why").json())["reason"] for w in ("gang", "waiting")):
+        assert time.monotonic() < deadline, why
+        time.sleep(0.05)
+    assert why["state"] == "pending" and why["source"] == "controller"
+    assert "needs cpu=1" in why["reason"] or "big" in why["reason"]
+    nodes = live.http.get("/v1/nodes").json()
+    assert sorted(n["name"] for n in nodes) == ["n-0", "n-1"]
+    assert sorted(t for n in nodes for t in n["tasks"]) == ["big/worker-0", "big/worker-1"]
+    assert all(n["free"]["cpu"] == 0 for n in nodes)
+    (default,) = live.http.get("/v1/queues").json()
+    assert (default["name"], default["running"], default["pending"], default["cpu"]) == ("default", 1, 1, 4.0)
+    for jid in (big, small):
+        live.http.post(f"/v1/jobs/{jid}/cancel")
+        assert live.wait(jid, ended)["state"] == "cancelled"
+    assert [d["text"] for d in live.http.get(f"/v1/jobs/{small}/why").json()["decisions"]][-1] \
+        == "cancelled by the user"
+
+
+def test_follow_streams_lines_as_they_are_written_until_the_job_ends(live: Live) -> None:
+    jid = live.http.post("/v1/jobs", content=job_yaml(
+        "ticker", "for i in 1 2 3 4 5; do echo tick $i; sleep 0.2; done")).json()["id"]
+    got: list[tuple[float, str]] = []
+    with live.http.stream("GET", f"/v1/jobs/{jid}/logs", params={"follow": "true"}) as r:
+        for line in r.iter_lines():
+            got.append((time.monotonic(), line))
+    ticks = [(t, line) for t, line in got if "tick" in line]
+    assert [line for _, line in ticks] == [f"[worker-0] tick {i}" for i in range(1, 6)]
+    assert ticks[-1][0] - ticks[0][0] > 0.4  # streamed while running, not dumped at the end
+    assert live.http.get(f"/v1/jobs/{jid}").json()["state"] == "succeeded"
+
+
+def test_openapi_is_served(live: Live) -> None:
+    spec = live.http.get("/openapi.json").json()
+    for path in ("/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel", "/v1/jobs/{job_id}/logs",
+                 "/v1/jobs/{job_id}/why", "/v1/jobs/{job_id}/metrics", "/v1/nodes", "/v1/queues"):
+        assert path in spec["paths"]
+
+
+def test_with_a_token_every_request_needs_it(live: Live) -> None:
+    url = live.serve(token=TOKEN)
+    for path in ("/v1/health", "/v1/jobs", "/openapi.json", "/docs"):
+        assert httpx.get(url + path).status_code == 401
+        assert httpx.get(url + path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    r = httpx.post(url + "/v1/jobs", content=job_yaml("nope", "true"))
+    assert r.status_code == 401 and "token" in json.loads(r.text)["error"]
+    ok = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.get(url + "/v1/health", headers=ok).status_code == 200
+    r = httpx.post(url + "/v1/jobs", content=job_yaml("authorized", "true"), headers=ok)
+    assert r.status_code == 201
+    assert live.wait(r.json()["id"], ended)["state"] == "succeeded"
+    # The SDK (`trainmaster.Client`, imported lazily) sends the token it is given, or TRAINMASTER_TOKEN.
+    assert trainmaster.Client is Client
+    with Client(url, token=TOKEN) as sdk:
+        assert sdk.job(r.json()["id"])["state"] == "succeeded"
+    with Client(url, token="wrong") as sdk, pytest.raises(ApiError, match="token") as refused:
+        sdk.jobs()
+    assert refused.value.status == 401 and refused.value.exit_code == 2
+
+
+def test_non_loopback_bind_needs_a_token() -> None:
+    for host in ("0.0.0.0", "192.168.1.10", "example.org", "::"):
+        with pytest.raises(TrainmasterError, match="without a token"):
+            check_bind(host, None)
+        check_bind(host, TOKEN)
+    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
+        check_bind(host, None)
