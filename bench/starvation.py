@@ -6,7 +6,8 @@ queues still build up for days). Estimates are
 the true durations (`oracle=True`, the best case for backfill) and, as a check
 on how much it depends on them, the true durations times a random factor in
 [0.5, 2] (`--noisy`). Reports the wait of 8+ GPU jobs (p99, max, mean) and
-the cost: mean JCT, mean wait of all jobs, GPU utilization.
+the cost: mean JCT, mean wait of all jobs, GPU utilization. `reserve@H`
+reserves only for a head job that has waited H hours (greedy until then).
 
     .venv/bin/python -m bench.starvation [--vc 2869ce,7f04ca,6c71a0] [--limit N]
 """
@@ -19,6 +20,7 @@ import random
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.metrics import percentile
@@ -49,9 +51,13 @@ def noisy(workload: Workload, seed: int = 0) -> Workload:
     return Workload(workload.name + "-noisy", jobs)
 
 
-def run(workload: Workload, cluster: str, mode: Backfill) -> dict[str, float]:
+def run(workload: Workload, cluster: str, mode: str) -> dict[str, float]:
+    """`mode`: greedy, reserve, none, or reserve@H (reserve only for a head that has waited H hours)."""
+    kind, _, hours = mode.partition("@")
+    policy = build(mode, backfill=cast(Backfill, kind), elastic=False, preemption=False, interval=None,
+                   reserve_after=float(hours or 0) * 3600)
     engine = SimEngine(parse_shorthand(cluster), workload, SimConfig(restart_delay=0.0))
-    ctl = Controller(engine, build(mode, backfill=mode, elastic=False, preemption=False, interval=None))
+    ctl = Controller(engine, policy)
     t0 = time.perf_counter()
     ctl.run()
     wall = time.perf_counter() - t0
@@ -99,7 +105,7 @@ def main() -> None:
         variants = [("true", workload)] + ([("noisy x0.5-2", noisy(workload))] if args.noisy else [])
         for label, wl in variants:
             for mode in args.modes.split(","):
-                m = run(wl, cluster, mode)  # type: ignore[arg-type]
+                m = run(wl, cluster, mode)
                 print(f"| {vc} | {m['jobs']:.0f} ({m['big_jobs']:.0f}) | {cluster} | {label} | {mode} "
                       f"| {m['big_p99_h']:.1f} | {m['big_max_h']:.1f} | {m['big_mean_h']:.2f} | {m['mean_jct_h']:.2f} "
                       f"| {m['mean_wait_h']:.2f} | {m['util']:.3f} | {m['busy_util']:.3f} | {m['wall_s']:.0f} |",

@@ -4,9 +4,9 @@ All variants run the same step (examples/digits: sample a batch, forward,
 backward, SGD step) on one thread:
 
 - `plain`: the bare loop;
-- `trainmaster`: `session.steps()` (stop checks, checkpoint timer),
-  `loss.item()` and `session.report()` every step (JSON lines batched,
-  written about once a second), no periodic checkpoint in the window;
+- `trainmaster`: `session.steps()` (stop checks, checkpoint timer) and
+  `session.report()` every step with the loss tensor (read ten times a
+  second, lines written about once a second), no periodic checkpoint;
 - `+ckpt 1s`: the same with an atomic checkpoint (write, fsync, rename) of
   model and optimizer every second, far more often than a real job would.
 
@@ -70,7 +70,7 @@ def main() -> None:
         def run() -> None:
             for i in itertools.islice(steps, args.steps):
                 loss = step(i)
-                session.report(i + 1, loss=loss.item(), samples=args.batch)
+                session.report(i + 1, loss=loss, samples=args.batch)
 
         return run
 

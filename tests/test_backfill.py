@@ -98,3 +98,14 @@ def test_predict_starts_is_conservative_backfill_on_aggregate_capacity() -> None
     # it takes one GPU for ever from the first moment one is free for good (after r2 starts: 150 leaves 6 free).
     assert got == {"p8": 100.0, "q2": 0.0, "r2": 150.0, "u": 150.0}
     assert predict_starts(snap, {"a": snap.jobs["a"].allocation}, [pending("big", 9)]) == {"big": None}
+
+
+def test_reserve_after_starts_greedily_until_the_head_has_waited_that_long() -> None:
+    # b (the head) is reserved for only from t=10+500: d skips ahead at t=30 as with greedy skipping, and
+    # later jobs cannot pass b once its reservation holds.
+    jobs = (*SCENARIO, J("e", 2, 600, 5000, fields=est(5000)))
+    run = simulate("2x4", build("t", elastic=False, reserve_after=500.0), *jobs)
+    starts = run.starts()
+    assert starts["c"] == 20 and starts["d"] == 30
+    assert starts["b"] == 5030  # d held 2 GPUs until 5030: b waited for it
+    assert starts["e"] >= starts["b"]  # e arrived after b's reservation began: it could not pass

@@ -96,9 +96,15 @@ def test_golden_fifo_run() -> None:
     print(golden())"`.
     """
     assert golden() == {
-        "jobs": 40, "finished": 40, "restarts": 0,
-        "mean_jct": 177587.592332, "median_jct": 166039.07708, "p95_jct": 481448.318356,
-        "p99_jct": 603379.564281, "makespan": 677222.022488, "mean_queueing": 59556.278974,
+        "jobs": 40,
+        "finished": 40,
+        "restarts": 0,
+        "mean_jct": 177587.592332,
+        "median_jct": 166039.07708,
+        "p95_jct": 481448.318356,
+        "p99_jct": 603379.564281,
+        "makespan": 677222.022488,
+        "mean_queueing": 59556.278974,
         "gpu_utilization": 0.51714,
     }
 
@@ -118,8 +124,11 @@ def test_revocation_requeues_jobs_and_they_still_finish() -> None:
     c.run()
     _finished_once(c, engine, workload)
     assert "n0" not in c.cluster and "n1" not in c.cluster and len(c.cluster) == 1
-    requeued = {r.id for r in c.jobs.values()
-                if any(t.source is JobState.RUNNING and t.target is JobState.PENDING for t in r.history)}
+    requeued = {
+        r.id
+        for r in c.jobs.values()
+        if any(t.source is JobState.RUNNING and t.target is JobState.PENDING for t in r.history)
+    }
     assert requeued and all(c.jobs[j].restarts >= 1 for j in requeued)
     lost = [t.reason for j in requeued for t in c.jobs[j].history if t.target is JobState.PENDING]
     assert all(reason.startswith("node n") and reason.endswith("lost") for reason in lost)

@@ -46,8 +46,11 @@ class Audited:
         for jid, view in snap.jobs.items():
             record = c.live[jid]
             assert view.state is record.state and view.allocation == record.allocation
-            assert (view.step, view.restarts, view.running_since) == (record.step, record.restarts,
-                                                                        record.running_since)
+            assert (view.step, view.restarts, view.running_since) == (
+                record.step,
+                record.restarts,
+                record.running_since,
+            )
             assert view.attained == record.attained(now) and view.runtime == record.runtime(now)
             if self.previous.get(jid) is view:
                 self.reused += 1

@@ -52,6 +52,17 @@ def test_reporter_aggregates_and_batches_writes(tmp_path: Path) -> None:
     assert lines[-1]["checkpoint"] == 1.0
 
 
+def test_a_loss_tensor_is_read_once_per_line_not_per_step(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    rep = Reporter(str(path), interval=3600, resolution=3600)
+    rep.report(1, loss=torch.tensor(4.0))
+    for step in range(2, 10):
+        rep.report(step, loss=torch.tensor(float(step), requires_grad=True) * 1.0)  # a graph output, as in training
+    rep.close()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [(x["step"], x["loss"]) for x in lines] == [(1, 4.0), (9, 9.0)]  # the group's last value
+
+
 _LOOP = textwrap.dedent("""
     import time, torch
     import trainmaster.train as tm

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,13 @@ def test_cli_why_errors_are_one_line(argv: list[str], words: str, capsys: pytest
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_why_reads_queues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queues_file = tmp_path / "queues.yaml"
+    queues_file.write_text("queues:\n  - {name: default, quota: {gpu: 2}, borrowing: false}\n")
+    code = main(["why", "--workload", "synthetic:40", "--cluster", "1x4", "--at", "20000", "--json",
+                 "--queues", str(queues_file)])
+    assert code == 0
+    answers = json.loads(capsys.readouterr().out)
+    assert answers and {a["category"] for a in answers} == {"quota"}  # 2 of 4 GPUs is all the queue may use

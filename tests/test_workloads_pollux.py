@@ -92,6 +92,7 @@ def test_interpolates_local_batch_and_rotates_placement(pollux: Path) -> None:
     assert profile.step_time([2, 1], 512) == pytest.approx(expected)
     assert profile.step_time([1, 2], 512) == pytest.approx(expected)
     assert canonical_placement([2, 1, 3]) == "132" and canonical_placement([3, 0, 1]) == "13"
+    assert canonical_placement([11]) != canonical_placement([1, 1])  # no digit for 11: never "11"
     assert sorted(["n10", "n2", "n1"], key=node_order) == ["n1", "n2", "n10"]
     truth = PolluxTruth(profile, 512, None)  # type: ignore[arg-type]
     # n2 holds 2, n3 and n10 one each: ordered n2, n3, n10 -> (2, 1, 1) -> "112".

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         optimizer.step()
         if args.step_time:
             time.sleep(args.step_time)
-        session.report(step + 1, loss=loss.item(), samples=local * session.world_size)
+        session.report(step + 1, loss=loss, samples=local * session.world_size)
     session.close()
 
 

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         servers.step()  # gradients out, new parameters in
         if args.step_time:
             time.sleep(args.step_time)
-        session.report(step + 1, loss=loss.item(), samples=args.batch * session.world_size)
+        session.report(step + 1, loss=loss, samples=args.batch * session.world_size)
     servers.close()
     session.close()
 

@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--restart-delay", type=float, default=30.0,
                    help="seconds a job loses when its allocation changes (checkpoint-restart)")
     p.add_argument("--max-factor", type=float, default=1.0,
-                   help="elastic replay: jobs may grow to this multiple of their requested GPUs (1 = fixed)")
+                   help="elastic replay: jobs may grow to this multiple of their requested GPUs (1 = fixed); "
+                        "presets that do not resize (fifo, tiresias, srtf) run elastic jobs at their minimum")
     p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
     p.add_argument("--profiles", type=Path, default=None, help="Pollux profiles folder (default: beside the trace)")
     p.add_argument("--no-plots", action="store_true", help="write report.json only")

@@ -166,8 +166,10 @@ class Controller:
             if record.state is JobState.PENDING:
                 self._finish(record, JobState.REJECTED, now, reason)
         for jid, reason in plan.reasons.items():
-            if jid in self.live and jid not in plan.rejected:
-                self.live[jid].note(now, reason)
+            noted = self.live.get(jid)
+            if noted is not None and jid not in plan.rejected and (
+                    noted.why != reason or not noted.decisions or noted.decisions[-1][1] != reason):
+                noted.note(now, reason)  # (noting an unchanged reason again would change nothing)
         for action in actions:
             self._commit(action, now)
         if actions:

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from trainmaster.core.job import Target
 
@@ -95,6 +94,8 @@ def fit_loss_curve(steps: Sequence[float], losses: Sequence[float]) -> LossCurve
 
     def residuals(x: np.ndarray) -> np.ndarray:
         return np.asarray(w * (1.0 / (x[0] * ks + x[1] + 1e-12) + x[2] - y))
+
+    from scipy.optimize import least_squares  # imported here: scipy.optimize costs ~0.6 s at CLI start-up
 
     sol = least_squares(residuals, x0, bounds=(0.0, np.inf), method="trf", max_nfev=200)
     b0, b1, b2 = (float(v) for v in sol.x)

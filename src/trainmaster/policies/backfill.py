@@ -86,10 +86,38 @@ def earliest_start(snap: Snapshot, ws: Workspace, job: JobView, counts: Mapping[
 
 def reserve_and_backfill(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
     """Reserve for the first job blocked by capacity; start later jobs only where they cannot delay it."""
+    return _reserve(snap, blocked, ws, 0.0)
+
+
+def backfill(reserve_after: float = 0.0) -> AfterHook:
+    """The reservation hook; `reserve_after` > 0 reserves only for a head that has waited that long
+    (until then anything that fits starts, as with greedy skipping): a knob between the two."""
+    if reserve_after <= 0:
+        return reserve_and_backfill
+    return lambda snap, blocked, ws: _reserve(snap, blocked, ws, reserve_after)
+
+
+def _greedy_after(snap: Snapshot, blocked: list[JobView], ws: Workspace, head: JobView, until: float) -> list[JobView]:
+    book = QueueBook(snap, ws)
+    still: list[JobView] = []
+    for job in blocked:
+        if job.id != head.id and ws.reasons.get(job.id, "").startswith("priority:"):
+            result = try_place(ws, book, job, {r: s.min for r, s in job.spec.roles.items()})
+            if result is not None and not isinstance(result, str):
+                ws.reasons[job.id] = f"started: {head.id} gets a reservation only from t={until:.0f}"
+                continue
+        still.append(job)
+    ws.reasons[head.id] += f"; reserved for from t={until:.0f} if still waiting"
+    return still
+
+
+def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_after: float) -> list[JobView]:
     head = next((j for j in blocked if j.id not in ws.allocations and ws.reasons.get(j.id, "").startswith(GANG)),
                 None)
     if head is None:
         return blocked
+    if snap.now - head.submit_time < reserve_after:
+        return _greedy_after(snap, blocked, ws, head, head.submit_time + reserve_after)
     want = {r: s.min for r, s in head.spec.roles.items()}
     finishes = predicted_finishes(snap, ws)
     found = earliest_start(snap, ws, head, want, finishes)
@@ -133,10 +161,6 @@ def reserve_and_backfill(snap: Snapshot, blocked: list[JobView], ws: Workspace) 
                                     + (f" from t={start:.0f}" if math.isfinite(start) else ""))
         still.append(job)
     return still
-
-
-def backfill() -> AfterHook:
-    return reserve_and_backfill
 
 
 # -- ETAs ----------------------------------------------------------------------

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from types import MappingProxyType
 
 from trainmaster.core.allocation import Allocation
-from trainmaster.core.job import Role
+from trainmaster.core.job import Role, RoleSpec
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.workspace import Workspace, never_fits
 
@@ -27,9 +28,25 @@ PlaceHook = Callable[[Snapshot, list[JobView], Mapping[str, Mapping[Role, int]],
 AfterHook = Callable[[Snapshot, list[JobView], Workspace], list[JobView]]
 
 
+_SUBMIT_ORDER = attrgetter("submit_time", "id")
+
+
 def by_submit_time(snap: Snapshot) -> list[JobView]:
     """FIFO order: submit time, then id."""
-    return sorted(snap.jobs.values(), key=lambda j: (j.submit_time, j.id))
+    return sorted(snap.jobs.values(), key=_SUBMIT_ORDER)
+
+
+_MINIMA: dict[int, tuple[Mapping[Role, RoleSpec], dict[Role, int]]] = {}
+
+
+def _minimum(roles: Mapping[Role, RoleSpec]) -> dict[Role, int]:
+    """A fresh `{role: min}` of a role mapping (memoized per mapping: trace jobs share them)."""
+    entry = _MINIMA.get(id(roles))
+    if entry is None or entry[0] is not roles:
+        if len(_MINIMA) > 4096:
+            _MINIMA.clear()
+        entry = _MINIMA[id(roles)] = (roles, {role: spec.min for role, spec in roles.items()})
+    return dict(entry[1])
 
 
 def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
@@ -44,7 +61,7 @@ def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
             else:
                 sizes[job.id] = {role: counts.get(role, 0) for role in job.spec.roles}
         else:
-            sizes[job.id] = {role: spec.min for role, spec in job.spec.roles.items()}
+            sizes[job.id] = _minimum(job.spec.roles)
     return sizes
 
 
@@ -60,12 +77,13 @@ def place_in_order(strict: bool) -> PlaceHook:
               ws: Workspace) -> list[JobView]:
         blocked: list[JobView] = []
         head: JobView | None = None
+        behind = ""
         for job in jobs:
             want = sizes.get(job.id)
             if want is None:
                 continue
             if head is not None and not (job.active and job.id in ws.allocations):
-                ws.reasons[job.id] = f"fifo: waiting behind {head.id}"
+                ws.reasons[job.id] = behind
                 blocked.append(job)
                 continue
             held = ws.allocations.get(job.id)
@@ -79,6 +97,7 @@ def place_in_order(strict: bool) -> PlaceHook:
                 blocked.append(job)
                 if strict and head is None:
                     head = job
+                    behind = f"fifo: waiting behind {head.id}"
         return blocked
 
     return place

@@ -39,8 +39,24 @@ def _elastic_role(job: JobView, counts: dict[Role, int], *, grow: bool) -> Role 
     return (min(key) if grow else max(key))[2]
 
 
-def shrink_for_pending(strict: bool = True) -> SizeHook:
-    """Phase 3: current size for running jobs, `min` for pending; shrink elastic jobs to make room."""
+def _shrink_one(elastic: list[JobView], sizes: Sizes) -> Resources | None:
+    """Take one replica from the most fulfilled elastic job; what it frees, or None when all are at min."""
+    donors = [e for e in elastic if _elastic_role(e, sizes[e.id], grow=False)]
+    if not donors:
+        return None
+    donor = max(donors, key=lambda e: (fulfillment(e, sizes[e.id]), e.id))
+    role = _elastic_role(donor, sizes[donor.id], grow=False)
+    assert role is not None
+    sizes[donor.id][role] -= 1
+    return donor.spec.roles[role].resources
+
+
+def shrink_for_pending(strict: bool = True, load_line: float = LOAD_LINE) -> SizeHook:
+    """Phase 3: current size for running jobs, `min` for pending; shrink elastic jobs to make room.
+
+    Elastic jobs also give back what lifts the load above the load line (a
+    service that just took the headroom), so the next service starts at once.
+    """
 
     def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
         sizes = current_or_min(snap, jobs, ws)
@@ -49,6 +65,10 @@ def shrink_for_pending(strict: bool = True) -> SizeHook:
         free = ws.total_free
         pending = sorted((j for j in jobs if j.pending),
                          key=lambda j: (j.spec.kind is not JobKind.SERVICE, *book.fair_key(j)))
+        spare = Resources()  # what shrinking every elastic job to its min would free
+        for e in elastic:
+            for r, s in e.spec.roles.items():
+                spare = spare + s.resources * (sizes[e.id][r] - s.min)
         for job in pending:
             need = job.spec.min_resources
             if book.never_within_quota(job) or book.hard_quota_blocks(job, need):
@@ -56,22 +76,21 @@ def shrink_for_pending(strict: bool = True) -> SizeHook:
             if need.fits_in(free):
                 free = free - need
                 continue
-            spare = Resources()
-            for e in elastic:
-                for r, s in e.spec.roles.items():
-                    spare = spare + s.resources * (sizes[e.id][r] - s.min)
             if not need.fits_in(free + spare):
                 if strict:
                     break  # the head cannot start even with every elastic job at min: nothing to gain
                 continue
             while not need.fits_in(free):
-                donor = max((e for e in elastic if _elastic_role(e, sizes[e.id], grow=False)),
-                            key=lambda e: (fulfillment(e, sizes[e.id]), e.id))
-                role = _elastic_role(donor, sizes[donor.id], grow=False)
-                assert role is not None
-                sizes[donor.id][role] -= 1
-                free = free + donor.spec.roles[role].resources
+                freed = _shrink_one(elastic, sizes)
+                assert freed is not None  # `spare` covered the need
+                free, spare = free + freed, spare - freed
             free = free - need
+        total = snap.cluster.total
+        while (total - free).dominant_share(total) > load_line:
+            freed = _shrink_one(elastic, sizes)
+            if freed is None:
+                break
+            free = free + freed
         return sizes
 
     return size

@@ -1,9 +1,11 @@
 """Phase 4 for queue-aware presets: place whole gangs in fair-share order, within quotas.
 
 Across queues the next job comes from the queue with the lowest weighted
-dominant share (DRF by weight, hierarchical: parents compared first, queue
-priority before share); within a queue services come first, then priority,
-then submit time. Running jobs are placed first (shrinks included), then
+dominant share counting that job as placed (DRF by weight with progressive
+filling, hierarchical: parents compared first, queue priority before share).
+Within a queue services come first, then priority, then submit time: DRF by
+job, since a pending job holds nothing (idle capacity then goes to the least
+fulfilled elastic job, phase 5). Running jobs are placed first (shrinks included), then
 pending jobs. `strict`: the first pending job that does not fit for capacity
 becomes the head and every later pending job waits behind it (reservation and
 backfill in phase 5 may still start some); otherwise anything that fits starts
@@ -48,7 +50,8 @@ def fair_place(strict: bool) -> PlaceHook:
         head: JobView | None = None
         groups = fair_sequence(book, pending)
         while groups:
-            groups.sort(key=lambda g: book.fair_key(g[0]))
+            if len(groups) > 1:
+                groups.sort(key=lambda g: book.fair_key(g[0]))
             job = groups[0].pop(0)
             if not groups[0]:
                 groups.pop(0)

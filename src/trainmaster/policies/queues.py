@@ -157,6 +157,8 @@ class QueueBook:
         weighted share than a smaller job would carry another queue.
         """
         chain = self.chain(job)
+        if not chain:
+            return ()
         need = job.spec.min_resources
         return tuple(x for q in reversed(chain) for x in (-q.priority, self.share(q.name, need)))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from trainmaster.policies.backfill import reserve_and_backfill
+from trainmaster.policies.backfill import backfill as backfill_hook
 from trainmaster.policies.cycle import AfterHook, Cycle, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
@@ -27,25 +27,26 @@ Backfill = Literal["none", "greedy", "reserve"]
 
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
           min_runtime: float = MIN_RUNTIME, load_line: float = LOAD_LINE, interval: float | None = 300.0,
-          use_models: bool = False) -> Cycle:
+          use_models: bool = False, reserve_after: float = 0.0) -> Cycle:
     """A queue-aware cycle.
 
     `backfill`: "none" (strict order: a blocked head job blocks everyone after
     it), "greedy" (skip it: start anything that fits), "reserve" (reservation
-    for the head job plus backfill that cannot delay it).
+    for the head job plus backfill that cannot delay it; with `reserve_after`
+    seconds, only once the head has waited that long, greedy until then).
     """
     strict = backfill != "greedy"
     after: list[AfterHook] = []
     if preemption:
         after.append(preempt(min_runtime))
     if backfill == "reserve":
-        after.append(reserve_and_backfill)
+        after.append(backfill_hook(reserve_after))
     if elastic:
         after.append(grow_into_idle(load_line, use_models=use_models))
     cycle = Cycle(
         name=name,
         order=by_priority,
-        size=shrink_for_pending(strict) if elastic else current_or_min,
+        size=shrink_for_pending(strict, load_line) if elastic else current_or_min,
         place=fair_place(strict),
         after=tuple(after),
         interval=interval,

@@ -8,7 +8,7 @@ state = session.restore()                 # None on a fresh start; sets session.
 model = session.wrap(net)                 # DistributedDataParallel when there are several workers
 for step in session.steps(total, state=lambda: {"model": net.state_dict()}):
     ...
-    session.report(step, loss=loss.item(), samples=batch)
+    session.report(step, loss=loss, samples=batch)  # the tensor: read ten times a second, not every step
 ```
 
 SIGTERM (resize, preemption) checkpoints at the next step boundary and exits
@@ -18,6 +18,8 @@ with `EXIT_PREEMPTED`; the engine relaunches from that checkpoint.
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from trainmaster.train.checkpoint import load, save_atomic
 from trainmaster.train.env import EXIT_PREEMPTED, TaskEnv
@@ -46,7 +48,7 @@ def current() -> Session:
     return _current
 
 
-def report(step: int, loss: float | None = None, samples: int | None = None, **extra: float) -> None:
+def report(step: int, loss: float | torch.Tensor | None = None, samples: int | None = None, **extra: float) -> None:
     current().report(step, loss=loss, samples=samples, **extra)
 
 

@@ -3,9 +3,11 @@
 `report()` only adds to running sums (about a microsecond). Every
 `resolution` seconds the sums close into one line (last step, mean loss,
 summed samples), so a job doing a thousand steps a second still writes ten
-lines a second; lines are written with one `write` about once a second, at
-once for the first report of a run (the scheduler learns the job is
-stepping), and at exit. The engine tails the file.
+lines a second. A loss passed as a tensor is read (`.item()`, a device sync
+on a GPU) only then, as the group's last value, never on every step. Lines
+are written with one `write` about once a second, at once for the first
+report of a run (the scheduler learns the job is stepping), and at exit.
+The engine tails the file.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Reporter:
@@ -32,20 +37,24 @@ class Reporter:
         self._step = 0
         self._loss_sum = 0.0
         self._loss_n = 0
+        self._loss_tensor: torch.Tensor | None = None
         self._samples = 0
         self._last_flush = 0.0  # 0: the first report flushes at once
         self._fd: int | None = None
 
-    def report(self, step: int, loss: float | None = None, samples: int | None = None, **extra: float) -> None:
+    def report(self, step: int, loss: float | torch.Tensor | None = None, samples: int | None = None,
+               **extra: float) -> None:
         if self.path is None:
             return
         now = time.time()
         if not self._open:
             self._open, self._group_start = True, now
         self._step = step
-        if loss is not None:
+        if isinstance(loss, float | int):
             self._loss_sum += loss
             self._loss_n += 1
+        elif loss is not None:
+            self._loss_tensor = loss
         if samples:
             self._samples += samples
         if extra or now - self._group_start >= self.resolution or not self._last_flush:
@@ -57,13 +66,15 @@ class Reporter:
         line: dict[str, Any] = {"t": now, "step": self._step}
         if self._loss_n:
             line["loss"] = self._loss_sum / self._loss_n
+        elif self._loss_tensor is not None:
+            line["loss"] = float(self._loss_tensor.detach())
         if self._samples:
             line["samples"] = self._samples
         if extra:
             line.update(extra)
         self._lines.append(line)
         self._open = False
-        self._loss_sum, self._loss_n, self._samples = 0.0, 0, 0
+        self._loss_sum, self._loss_n, self._samples, self._loss_tensor = 0.0, 0, 0, None
 
     def flush(self) -> None:
         if self.path is None:

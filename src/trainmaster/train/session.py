@@ -92,8 +92,12 @@ class Session:
         return ParameterClient(model, self.env, lr=lr, momentum=momentum, on_stop=self.request_stop)
 
     # -- progress ------------------------------------------------------------
-    def report(self, step: int, loss: float | None = None, samples: int | None = None, **extra: float) -> None:
-        """Record progress (rank 0 only; cheap, written about once a second)."""
+    def report(self, step: int, loss: float | torch.Tensor | None = None, samples: int | None = None,
+               **extra: float) -> None:
+        """Record progress (rank 0 only; cheap, written about once a second).
+
+        Pass the loss tensor itself to skip a `.item()` (a device sync) on every step.
+        """
         self.reporter.report(step, loss=loss, samples=samples, **extra)
 
     # -- checkpoints ---------------------------------------------------------

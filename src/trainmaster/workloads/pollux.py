@@ -107,11 +107,18 @@ def _curves(rows: Iterable[tuple[object, float, float, float]]) -> dict[object, 
 
 
 def canonical_placement(counts: Sequence[int]) -> str:
-    """The digit string `placements.csv` uses: the smallest rotation of the per-node counts."""
-    digits = [str(c) for c in counts if c > 0]
-    if not digits:
+    """The digit string `placements.csv` uses: the smallest rotation of the per-node counts.
+
+    A node with 10 or more replicas has no digit; such placements get a key no
+    measurement has (`x` and comma-separated counts), so they take the fallback.
+    """
+    used = tuple(c for c in counts if c > 0)
+    if not used:
         return ""
-    return min("".join(digits[i:] + digits[:i]) for i in range(len(digits)))
+    smallest = min(used[i:] + used[:i] for i in range(len(used)))
+    if smallest and max(smallest) > 9:
+        return "x" + ",".join(map(str, smallest))
+    return "".join(map(str, smallest))
 
 
 def _even_counts(nodes: int, replicas: int) -> list[int]:

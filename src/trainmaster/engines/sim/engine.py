@@ -162,8 +162,9 @@ class SimEngine:
         loss = job.truth.loss(job.done)
         if loss is not None and self.config.loss_noise:
             loss *= max(0.0, 1.0 + self._rng.gauss(0.0, self.config.loss_noise))
-        return Report(time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed,
-                      allocation=job.allocation)
+        return Report(
+            time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed, allocation=job.allocation
+        )
 
     def _fire(self, item: _Item) -> list[Event]:
         now, _, kind, key, _ = item
