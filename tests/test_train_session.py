@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -122,10 +123,14 @@ def _ps_round(mode: str) -> torch.Tensor:
     for t in servers:
         t.start()
     result: dict[int, torch.Tensor] = {}
+    # One initial model, copied per worker: the threads share torch's global RNG, so seeding
+    # and building inside each thread would race.
+    torch.manual_seed(0)
+    initial = nn.Linear(3, 2)  # weight and bias land on different servers
+    start = torch.cat([p.detach().flatten().clone() for p in initial.parameters()])
 
     def worker(rank: int) -> None:
-        torch.manual_seed(0)
-        model = nn.Linear(3, 2)  # weight and bias land on different servers
+        model = copy.deepcopy(initial)
         env = TaskEnv(rank=rank, world_size=2, ps_addrs=addrs, ps_mode=mode, architecture="parameter-server")
         client = ParameterClient(model, env, lr=0.5)
         for p in model.parameters():
@@ -144,8 +149,6 @@ def _ps_round(mode: str) -> torch.Tensor:
     for t in threads + servers:
         t.join(timeout=30)
     assert torch.equal(result[0], result[1])
-    torch.manual_seed(0)
-    start = torch.cat([p.detach().flatten() for p in nn.Linear(3, 2).parameters()])
     return result[0] - start
 
 
