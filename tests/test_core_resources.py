@@ -45,7 +45,7 @@ def test_dominant_share_and_counts() -> None:
 
 
 def test_parse_rejects_unknown_and_negative() -> None:
-    with pytest.raises(SpecError, match="res.tpu: unknown resource"):
+    with pytest.raises(SpecError, match=r"res\.tpu: unknown resource"):
         Resources.parse({"tpu": 1}, "res")
-    with pytest.raises(SpecError, match="res.gpu: must not be negative"):
+    with pytest.raises(SpecError, match=r"res\.gpu: must not be negative"):
         Resources.parse({"gpu": -1}, "res")

@@ -76,7 +76,7 @@ def test_bad_fields_are_named(path: list[str], value: object, expected: str) -> 
 
 
 def test_ps_role_needs_ps_architecture() -> None:
-    with pytest.raises(SpecError, match="spec.roles.ps"):
+    with pytest.raises(SpecError, match=r"spec\.roles\.ps"):
         job_from_mapping(_broken(["spec", "architecture"], "allreduce"))
 
 
