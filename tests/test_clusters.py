@@ -24,7 +24,7 @@ def test_yaml(tmp_path: Path) -> None:
     assert cluster.node("a-1").capacity == Resources(cpu=32000, memory=128 * 2**30, gpu=4)
     bad = tmp_path / "bad.yaml"
     bad.write_text("nodes: [ {name: a\n")
-    with pytest.raises(SpecError, match="not valid YAML at line"):
+    with pytest.raises(SpecError, match="malformed YAML at line 2"):
         load_cluster(str(bad))
 
 

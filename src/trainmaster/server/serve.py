@@ -11,16 +11,15 @@ from typing import IO
 
 import uvicorn
 
-from trainmaster.core.cluster import Cluster, cluster_from_mapping, parse_shorthand
-from trainmaster.core.errors import SpecError, TrainmasterError
+from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.queue import load_queues
-from trainmaster.core.spec import load_yaml_text
 from trainmaster.engines.local.engine import LocalEngine
 from trainmaster.policies.registry import make_policy
 from trainmaster.server.app import MAX_BODY, create_app
 from trainmaster.server.auth import check_bind
 from trainmaster.server.daemon import Daemon, best_policy
 from trainmaster.server.store import Store
+from trainmaster.workloads.clusters import load_cluster
 
 log = logging.getLogger("trainmaster.server")
 
@@ -36,15 +35,6 @@ class ServerConfig:
     queues: Path | None = None
     max_body: int = MAX_BODY
     poll: float = 0.1
-
-
-def load_cluster(text: str) -> Cluster:
-    path = Path(text)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
-            raise SpecError("--cluster", f"no such file {path}", "give a cluster YAML or a shorthand like 2x0")
-        return cluster_from_mapping(load_yaml_text(path.read_text(), str(path)), str(path))
-    return parse_shorthand(text)
 
 
 def check_port(host: str, port: int) -> None:

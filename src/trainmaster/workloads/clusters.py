@@ -14,12 +14,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import yaml
-
 from trainmaster.core.cluster import Cluster, cluster_from_mapping, parse_shorthand
 from trainmaster.core.errors import SpecError
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
+from trainmaster.core.spec import load_yaml_text
 
 TIRESIAS_COLUMNS = ["num_switch", "num_node_p_switch", "num_gpu_p_node", "num_cpu_p_node", "mem_p_node"]
 GIB = 2**30
@@ -107,13 +106,7 @@ def load_cluster(text: str) -> Cluster:
             raise SpecError("cluster", f"{text}: file not found", "check the path, or write a shorthand like 16x4")
         return parse_shorthand(text)
     if path.suffix in (".yaml", ".yml", ".json"):
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f" at line {mark.line + 1}" if mark is not None else ""
-            raise SpecError(str(path), f"is not valid YAML{line}", "fix the syntax") from None
-        return cluster_from_mapping(doc, where=str(path))
+        return cluster_from_mapping(load_yaml_text(path.read_text(), str(path)), where=str(path))
     first = _rows(path)[:1]
     if first and [c.strip() for c in first[0]] == TIRESIAS_COLUMNS:
         return load_tiresias_cluster(path)

@@ -347,6 +347,7 @@ def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1
             job_type=app,
             target=Target(steps=int(runs.total_steps), epochs=runs.epochs),
             estimate=truth.runtime(replicas) if oracle else None,
+            labels=(("batch_size", str(bsz)),),  # the user's global batch: lets same-type speed fits share a prior
         )
         jobs.append(WorkloadJob(row["name"], float(row["time"]), spec, truth))
     jobs.sort(key=lambda j: j.submit_time)
