@@ -102,7 +102,7 @@ class _Holders:
                 for priority, jids in by_priority.items():
                     if service or priority < claimant.spec.priority:
                         out.extend(jids)
-            elif service:
+            elif service or reclaim:
                 for jids in by_priority.values():
                     out.extend(jids)
         return out
