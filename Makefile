@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit bench clean setup
+.PHONY: demo test lint typecheck layers unit clean setup
 
 setup: $(STAMP)
 
@@ -32,9 +32,6 @@ unit: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck layers unit
-
-bench: $(STAMP)
-	$(BIN)/python -m bench.run_all
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

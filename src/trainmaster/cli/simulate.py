@@ -57,26 +57,39 @@ class Result:
     events: int
     cycles: int
 
+LEARNING_REPORT_INTERVAL = 300.0  # seconds; default report period when a compared preset learns online
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("simulate", help="replay a workload under policies and compare them",
                        description="Replay a workload in the simulator under each policy and compare them.")
     p.add_argument("--workload", default="synthetic:200",
-                   help="a trace (Pollux/Philly/Tiresias CSV, Gavel .trace) or synthetic:N[:JOBS_PER_HOUR]")
+                   help="a trace (Pollux/Philly/Tiresias CSV, Gavel .trace), synthetic:N[:JOBS_PER_HOUR], "
+                        "or ps:N[:JOBS_PER_HOUR] (parameter-server jobs that train to a loss target)")
     p.add_argument("--cluster", default="16x4", help="shorthand like 16x4 or 311x8+2x1, or a YAML/CSV cluster file")
     p.add_argument("--policy", default="fifo,drf,tiresias",
                    help=f"comma-separated presets, or all ({', '.join(available())})")
-    p.add_argument("--seed", type=int, default=0, help="seed of synthetic workloads and of the engine")
+    p.add_argument("--seed", type=int, default=0, help="seed of synthetic: and ps: workloads and of the engine")
     p.add_argument("--out", type=Path, default=None, help="directory for report.json and the PNG plots")
     p.add_argument("--restart-delay", type=float, default=30.0,
                    help="seconds a job loses when its allocation changes (checkpoint-restart)")
     p.add_argument("--max-factor", type=float, default=1.0,
                    help="elastic replay: jobs may grow to this multiple of their requested GPUs (1 = fixed); "
                         "presets that do not resize (fifo, tiresias, srtf) run elastic jobs at their minimum")
+    p.add_argument("--report-interval", type=float, default=None, metavar="SECONDS",
+                   help="simulated seconds between each running job's progress reports. The model-driven "
+                        f"presets (optimus, trainmaster) learn speed and convergence from them: default "
+                        f"{LEARNING_REPORT_INTERVAL:g} s when one of them is compared, otherwise one report per "
+                        "start (fast replays of long traces)")
     p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
     p.add_argument("--profiles", type=Path, default=None, help="Pollux profiles folder (default: beside the trace)")
     p.add_argument("--no-plots", action="store_true", help="write report.json only")
     p.set_defaults(func=run)
+
+
+def learns_online(name: str) -> bool:
+    """Whether preset `name` fits models from progress reports (and so needs periodic ones)."""
+    return bool(getattr(make_policy(name), "uses_models", False))
 
 
 def policy_names(text: str) -> list[str]:
@@ -149,6 +162,10 @@ def _check_options(args: argparse.Namespace) -> None:
         raise SpecError("--restart-delay", f"{args.restart_delay} is not a duration", "use 0 or more seconds")
     if not args.max_factor >= 1.0 or math.isinf(args.max_factor):
         raise SpecError("--max-factor", f"{args.max_factor} is below 1", "use 1 for fixed-size jobs, e.g. 2 to double")
+    interval = args.report_interval
+    if interval is not None and not 0 < interval < math.inf:
+        raise SpecError("--report-interval", f"{interval} is not a positive duration",
+                        "use more than 0 simulated seconds, e.g. 300, or leave it out")
 
 
 def _write(path: Path, text: str) -> None:
@@ -203,6 +220,7 @@ def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
         "seed": args.seed,
         "restart_delay": args.restart_delay,
         "max_factor": args.max_factor,
+        "report_interval": args.report_interval,
         "policies": {
             r.policy: {
                 "summary": {k: _finite(v) for k, v in r.summary.as_dict().items()},
@@ -225,6 +243,8 @@ def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
 def run(args: argparse.Namespace) -> int:
     names = policy_names(args.policy)
     _check_options(args)
+    if args.report_interval is None and any(learns_online(name) for name in names):
+        args.report_interval = LEARNING_REPORT_INTERVAL
     if args.out is not None:  # fail before a long replay, not after it
         _write(args.out / ".trainmaster-write-test", "")
         (args.out / ".trainmaster-write-test").unlink()
@@ -233,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
     workloads = {False: load_workload(args.workload, oracle=False, **options)}
     if any(name in ORACLE for name in names):  # only reference lines see true durations
         workloads[True] = load_workload(args.workload, oracle=True, **options)
-    config = SimConfig(restart_delay=args.restart_delay, seed=args.seed)
+    config = SimConfig(restart_delay=args.restart_delay, report_interval=args.report_interval, seed=args.seed)
     workload = workloads[False]
     results: list[Result] = []
     err = Console(stderr=True)

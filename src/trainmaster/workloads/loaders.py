@@ -1,4 +1,7 @@
-"""One entry point for every workload the CLI accepts: `synthetic:N[:RATE]` or a trace path.
+"""One entry point for every workload the CLI accepts: `synthetic:N[:RATE]`, `ps:N[:RATE]` or a trace path.
+
+`ps:N` generates parameter-server jobs (`workloads.ps_truth`) whose loss curves
+end at a loss target; RATE is jobs per hour (default 20) for both generators.
 
 A path's format is detected from its extension and header line:
 
@@ -20,6 +23,7 @@ from trainmaster.workloads.gavel import load_gavel_trace
 from trainmaster.workloads.philly import COLUMNS as PHILLY_COLUMNS
 from trainmaster.workloads.philly import load_philly
 from trainmaster.workloads.pollux import WORKLOAD_COLUMNS, load_pollux
+from trainmaster.workloads.ps_truth import ps_workload
 from trainmaster.workloads.synthetic import synthetic
 from trainmaster.workloads.tiresias import COLUMNS as TIRESIAS_COLUMNS
 from trainmaster.workloads.tiresias import load_tiresias_jobs
@@ -27,20 +31,24 @@ from trainmaster.workloads.tiresias import load_tiresias_jobs
 THROUGHPUTS = "simulation_throughputs.json"
 
 
-def _synthetic(text: str, seed: int, max_factor: float) -> Workload:
-    parts = text.split(":")[1:]
+GENERATED: dict[str, str] = {"synthetic": "synthetic", "ps": "parameter-server"}  # prefix -> what it makes
+
+
+def _generated(text: str) -> tuple[str, int, float]:
+    """(prefix, N, jobs per hour) of `PREFIX:N[:RATE]`, or a SpecError that shows the right form."""
+    prefix, *parts = text.split(":")
     try:
         count = int(parts[0])
         rate = float(parts[1]) if len(parts) > 1 else 20.0
     except (ValueError, IndexError):
         count, rate = 0, 0.0
-    if count <= 0 or rate <= 0 or len(parts) > 2:
+    if count <= 0 or not 0 < rate < float("inf") or len(parts) > 2:
         raise SpecError(
             "--workload",
-            f"{text!r} is not a synthetic workload",
-            "write synthetic:N or synthetic:N:JOBS_PER_HOUR, e.g. synthetic:200:20",
+            f"{text!r} is not a {GENERATED[prefix]} workload",
+            f"write {prefix}:N or {prefix}:N:JOBS_PER_HOUR with N >= 1, e.g. {prefix}:200:20",
         )
-    return synthetic(count, rate_per_hour=rate, seed=seed, elastic=max_factor > 1.0)
+    return prefix, count, rate
 
 
 def _gavel_throughputs(trace: Path) -> Path:
@@ -70,21 +78,27 @@ def load_workload(
 ) -> Workload:
     """The workload `text` names (module doc), at most `limit` jobs (the earliest submitted).
 
-    `max_factor > 1` makes Pollux jobs (and synthetic ones) elastic; `oracle`
-    puts the true runtime in `spec.estimate` (srtf's reference line); `seed`
-    only matters for synthetic workloads.
+    `max_factor > 1` makes Pollux jobs (and synthetic ones) elastic; PS jobs are
+    always elastic within their roles' bounds. `oracle` puts the true runtime in
+    `spec.estimate` (srtf's reference line) of trace jobs; synthetic jobs always
+    carry one and PS jobs never do (their loss target decides). `seed` only
+    matters for generated workloads.
     """
     if limit is not None and limit <= 0:
         raise SpecError("--limit", f"{limit} is not a positive job count", "use at least 1")
-    if text.startswith("synthetic:"):
-        workload = _synthetic(text, seed, max_factor)
+    if text.split(":", 1)[0] in GENERATED and ":" in text:
+        prefix, count, rate = _generated(text)
+        if prefix == "ps":
+            workload = ps_workload(count, rate_per_hour=rate, seed=seed)
+        else:
+            workload = synthetic(count, rate_per_hour=rate, seed=seed, elastic=max_factor > 1.0)
     else:
         path = Path(text)
         if not path.is_file():
             raise SpecError(
                 "--workload",
                 f"{text}: file not found",
-                "pass a trace path (Pollux/Philly/Tiresias CSV or Gavel .trace) or synthetic:N",
+                "pass a trace path (Pollux/Philly/Tiresias CSV or Gavel .trace), synthetic:N or ps:N",
             )
         if path.suffix == ".trace":
             workload = load_gavel_trace(path, _gavel_throughputs(path), oracle=oracle)
