@@ -18,7 +18,7 @@ import enum
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -87,11 +87,10 @@ def time_like(form: Form, c: Config, steps_per_s: float) -> float:
     return (max(c.workers, 1) if form is Form.PS_ASYNC else 1.0) / steps_per_s
 
 
-class SpeedPredictor:
+class SpeedPredictor(Protocol):
     """Anything that predicts steps/s for a configuration."""
 
-    def steps_per_s(self, c: Config) -> float:
-        raise NotImplementedError
+    def steps_per_s(self, c: Config) -> float: ...
 
 
 @dataclass(frozen=True)
