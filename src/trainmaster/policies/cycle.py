@@ -114,8 +114,6 @@ def preempt_lower(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list
     """
     if not blocked:
         return []
-    if not blocked:
-        return blocked
     last = len(ws.rank)
     holders = sorted(ws.allocations, key=lambda jid: ws.rank.get(jid, last))  # victims come off the end
     held = {jid: ws.allocations[jid].resources(snap.jobs[jid].spec) for jid in holders}

@@ -7,8 +7,8 @@ Every cycle re-decides from an empty cluster (the controller diffs the plan):
 2. then a heap hands out one more worker, one more PS, or one of each (so a PS job whose
    servers are the bottleneck can still grow) to the job with the largest gain per unit of
    the increment's dominant resource, until no gain is positive or nothing fits;
-3. placement on the fewest nodes, roles spread evenly: `Workspace.place`'s choices, found
-   through an index of nodes by free GPUs (`_FreeIndex`) so a cycle stays fast at 10^4 nodes.
+3. placement on the fewest nodes, roles spread evenly, by `Workspace.place` (its fit index
+   keeps a cycle fast at 10^4 nodes).
 
 A job whose model cannot predict yet (no report and no sibling of its type) stays at its
 minimum until its first report.
@@ -36,7 +36,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.resources import Resources
@@ -44,7 +43,7 @@ from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.workspace import Workspace, eligible_nodes
+from trainmaster.policies.workspace import Workspace
 
 RESTART_PENALTY_S = 60.0  # predicted seconds a resize costs a running job (restart delay and lost work)
 INTERVAL_S = 60.0
@@ -222,101 +221,22 @@ class Optimus:
         A job that does not fit at its size (fragmentation) tries its minimum before waiting.
         """
         blocked: list[JobView] = []
-        index = _FreeIndex(ws)
         keep = [j for j in jobs if j.id in sizes and j.active and j.allocation
                 and all(j.count(r) == n for r, n in sizes[j.id].items())]
         kept = {j.id for j in keep}
         rest = [j for j in jobs if j.id in sizes and j.id not in kept]
         for job in keep + rest:
             want = sizes[job.id]
-            if index.place(job, want) is not None:
+            if ws.place(job, want) is not None:
                 continue
             minimum = {role: spec.min for role, spec in job.spec.roles.items()}
-            if minimum != dict(want) and index.place(job, minimum) is not None:
+            if minimum != dict(want) and ws.place(job, minimum) is not None:
                 asked = ", ".join(f"{n} {r.value}" for r, n in want.items())
                 ws.reasons[job.id] = f"optimus: placed at its minimum; {asked} is too fragmented"
                 continue
             ws.reasons[job.id] = f"optimus: no nodes for its minimum ({ws.total_free} free)"
             blocked.append(job)
         return blocked
-
-
-class _FreeIndex:
-    """The workspace's nodes bucketed by free GPUs: a placement looks at a few nodes, not all.
-
-    Same choices as `Workspace.place` (keep the current allocation, else one node, the
-    tightest fit, else the fullest nodes with roles spread evenly by `Workspace._spread`),
-    without its scan of every node per job, which dominates a cycle at 10^3-10^4 nodes.
-    """
-
-    def __init__(self, ws: Workspace) -> None:
-        self.ws = ws
-        self.top = max((r.gpu for r in ws.free.values()), default=0)
-        self.buckets: list[dict[str, None]] = [{} for _ in range(self.top + 1)]
-        self.at: dict[str, int] = {}
-        for node in ws.snap.cluster.nodes:
-            if node.name in ws.free:
-                self._put(node.name)
-
-    def _put(self, name: str) -> None:
-        g = min(max(self.ws.free[name].gpu, 0), self.top)
-        old = self.at.get(name)
-        if old == g:
-            return
-        if old is not None:
-            del self.buckets[old][name]
-        self.buckets[g][name] = None
-        self.at[name] = g
-
-    def place(self, job: JobView, counts: Mapping[Role, int]) -> Allocation | None:
-        ws = self.ws
-        current = job.allocation
-        alloc: Allocation | None = None
-        if current and all(current.count(r) == n for r, n in counts.items()) and ws.fits(job, current):
-            alloc = current
-        else:
-            alloc = self._find(job, counts)
-        if alloc is not None:
-            ws.assign(job, alloc)
-            for name in alloc.nodes:
-                self._put(name)
-        return alloc
-
-    def _find(self, job: JobView, counts: Mapping[Role, int]) -> Allocation | None:
-        ws, spec = self.ws, job.spec
-        demand = Resources()
-        for role, n in counts.items():
-            demand = demand + spec.roles[role].resources * n
-        if not demand.fits_in(ws.total_free):
-            return None
-        allowed = eligible_nodes(ws.snap.cluster, spec).allowed
-        free = ws.free
-        preferred = [p for p in dict.fromkeys(job.allocation.nodes) if p in allowed and p in free]
-        single = next((p for p in preferred if demand.fits_in(free[p])), None)
-        for g in range(demand.gpu, self.top + 1):  # tightest fit: fewest free GPUs that hold it all
-            if single is not None:
-                break
-            for name in self.buckets[g]:
-                r = free[name]
-                if name in allowed and r.cpu >= demand.cpu and r.memory >= demand.memory:
-                    single = name
-                    break
-        if single is not None:
-            return Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
-        chosen = {p: free[p] for p in preferred}  # the fullest nodes until they could hold the job
-        got = Resources()
-        for r in chosen.values():
-            got = got + r
-        for g in range(self.top, -1, -1):
-            for name in self.buckets[g]:
-                if demand.fits_in(got) and len(chosen) > len(preferred):
-                    break
-                if name in allowed and name not in chosen:
-                    chosen[name] = free[name]
-                    got = got + free[name]
-        found = ws._spread(spec, counts, chosen, preferred)
-        # Those nodes hold enough in sum but the tasks do not pack: let the workspace scan them all.
-        return found if found is not None else ws.find(job, counts, prefer=preferred)
 
 
 def make() -> Optimus:
