@@ -35,6 +35,7 @@ class ServerConfig:
     queues: Path | None = None
     max_body: int = MAX_BODY
     poll: float = 0.1
+    ledger_journal: Path | None = None  # append every booking of cores and GPUs here (audits, the chaos test)
 
 
 def check_port(host: str, port: int) -> None:
@@ -70,7 +71,7 @@ def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     run_dir = config.data_dir / "runs"
     store = Store(config.data_dir / "trainmaster.db")
-    engine = LocalEngine(cluster, run_dir=run_dir)
+    engine = LocalEngine(cluster, run_dir=run_dir, ledger_journal=config.ledger_journal)
     return Daemon(store, engine, policy, queues=queues, poll=config.poll), store, run_dir
 
 

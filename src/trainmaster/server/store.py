@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.states import JobState
 
 SCHEMA = """
@@ -85,9 +86,17 @@ CREATE TABLE IF NOT EXISTS decisions (
 CREATE INDEX IF NOT EXISTS decisions_job ON decisions(job_id, id);
 """
 
+# Schema changes after the first release, in order: entry i takes a store from `user_version` i to i + 1.
+# A fresh store runs SCHEMA and then every entry; never edit an entry that shipped, append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: restarts after failures, resizes and preemptions are counted apart (they were all `restarts`).
+    "ALTER TABLE jobs ADD COLUMN resizes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;",
+)
+
 # Columns of `jobs` the controller thread keeps up to date.
-LIVE_COLUMNS = ("state", "first_start", "finish_time", "restarts", "step", "loss", "steps_per_s",
-                "allocation", "gpus", "tasks", "why", "message")
+LIVE_COLUMNS = ("state", "first_start", "finish_time", "restarts", "resizes", "preemptions", "step", "loss",
+                "steps_per_s", "allocation", "gpus", "tasks", "why", "message")
 UNFINISHED = tuple(s.value for s in JobState if not s.terminal)
 
 
@@ -118,6 +127,21 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring an older store up to this build's schema (`PRAGMA user_version` counts applied migrations)."""
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(MIGRATIONS):
+            raise TrainmasterError(f"{self.path} was written by a newer trainmaster (schema {version}, this build "
+                                   f"knows {len(MIGRATIONS)}); upgrade trainmaster or use another --data-dir")
+        for number in range(version, len(MIGRATIONS)):
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {number + 1}")
 
     def close(self) -> None:
         with self._lock:
