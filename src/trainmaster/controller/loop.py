@@ -392,7 +392,8 @@ class Controller:
 
     def outcomes(self) -> list[JobOutcome]:
         return [
-            JobOutcome(r.id, r.submit_time, r.first_start, r.finish_time, r.state, r.restarts, r.spec.min_gpus)
+            JobOutcome(r.id, r.submit_time, r.first_start, r.finish_time, r.state, r.restarts, r.spec.min_gpus,
+                       r.resizes, r.preemptions)
             for r in self.jobs.values()
         ]
 
