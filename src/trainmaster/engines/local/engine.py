@@ -196,7 +196,10 @@ class LocalEngine:
         run again. One whose task left another code failed; one whose tasks left none
         (killed here, or by anyone) was interrupted and resumes from its checkpoint.
         """
-        kill_orphans(self.run_dir)
+        killed = kill_orphans(self.run_dir)
+        self.ledger.mark("orphans-killed", tasks=killed)  # from here on, nothing the journal lacks holds a device
+        if killed:
+            log.info("recovery: killed %d task(s) a previous daemon left running: %s", len(killed), ", ".join(killed))
         return judge_attempts(self.run_dir)
 
     def cleanup_orphans(self) -> list[str]:

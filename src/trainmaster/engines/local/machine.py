@@ -149,6 +149,10 @@ class Ledger:
         self._write({"op": "give", "node": node, "task": task, "cpu": need.cpu, "memory": need.memory,
                      "gpus": gpus})
 
+    def mark(self, what: str, **detail: object) -> None:
+        """Note a point in the journal (e.g. that a dead predecessor's tasks are gone)."""
+        self._write({"op": what, **detail})
+
     def _write(self, entry: dict[str, object]) -> None:
         if self.journal is not None:
             with open(self.journal, "a") as f:

@@ -26,10 +26,14 @@ from pathlib import Path
 
 from trainmaster.core.resources import Resources
 
-# `sh -c WRAPPER EXIT_FILE COMMAND...`: run the command, then record its exit code atomically. The trap keeps
-# the shell alive through the SIGTERM sent to the task's process group (the command checkpoints and exits);
-# a trap with a handler is reset to the default in the command, unlike an ignored signal.
-WRAPPER = ('trap : TERM INT HUP; "$@"; code=$?; '
+# `sh -c WRAPPER EXIT_FILE PID_FILE COMMAND...`. The shell first waits (5 s at most) for the engine to write
+# its pid file, so no task ever runs that a restarted daemon could not find (a daemon killed between the
+# fork and the pid file would otherwise leave one behind, untracked). It then runs the command and records
+# its exit code atomically. The trap keeps the shell alive through the SIGTERM sent to the task's process
+# group (the command checkpoints and exits); a trap with a handler is reset to the default in the command,
+# unlike an ignored signal.
+WRAPPER = ('n=0; while [ ! -e "$1" ]; do n=$((n+1)); [ "$n" -gt 500 ] && exit 70; sleep 0.01; done; shift; '
+           'trap : TERM INT HUP; "$@"; code=$?; '
            'printf "%s\\n" "$code" > "$0.tmp" && mv -f "$0.tmp" "$0"; exit "$code"')
 LOG_MODE = 0o600
 TASKSET = shutil.which("taskset")  # pins the wrapper before it forks the command (util-linux)
@@ -137,6 +141,8 @@ def launch(*, job_id: str, role: str, index: int, node: str, attempt: int, comma
     log_path = job_dir / f"{name}.log"
     pid_dir = job_dir / "pids"
     pid_dir.mkdir(parents=True, exist_ok=True)
+    pid_path = pid_dir / f"{name}.pid"
+    pid_path.unlink(missing_ok=True)
     code_path = exit_file(job_dir, attempt, name)
     code_path.parent.mkdir(parents=True, exist_ok=True)
     code_path.unlink(missing_ok=True)
@@ -146,13 +152,13 @@ def launch(*, job_id: str, role: str, index: int, node: str, attempt: int, comma
                       f"{' (pre-started)' if spare else ''} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
         if spare is not None and spare.stdin is not None:
             request = {"argv": list(command[1:]), "cwd": str(cwd), "env": dict(env), "log": str(log_path),
-                       "exit_file": str(code_path)}
+                       "exit_file": str(code_path), "pid_file": str(pid_path)}
             spare.stdin.write((json.dumps(request) + "\n").encode())
             spare.stdin.close()
             proc = spare
         else:
             pin = ["taskset", "-c", ",".join(map(str, cores))] if TASKSET and cores else []
-            proc = subprocess.Popen([*pin, "/bin/sh", "-c", WRAPPER, str(code_path), *command], cwd=cwd,
+            proc = subprocess.Popen([*pin, "/bin/sh", "-c", WRAPPER, str(code_path), str(pid_path), *command], cwd=cwd,
                                     env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
     finally:
@@ -164,7 +170,6 @@ def launch(*, job_id: str, role: str, index: int, node: str, attempt: int, comma
     for tid in threads:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(tid, cores)
-    pid_path = pid_dir / f"{name}.pid"
     started = start_time(proc.pid)
     tmp = pid_path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"pid": proc.pid, "start": started, "job": job_id, "task": name,

@@ -14,6 +14,7 @@ import json
 import os
 import runpy
 import sys
+import time
 import traceback
 
 import torch  # noqa: F401  (the reason this process exists: pay for the import before a task needs it)
@@ -63,6 +64,12 @@ def main() -> None:
     if not line.strip():
         return  # the engine closed without using this process
     request = json.loads(line)
+    pid_file = str(request.get("pid_file") or "")
+    deadline = time.monotonic() + 5.0  # run only once the engine has recorded this process (see tasks.WRAPPER)
+    while pid_file and not os.path.exists(pid_file):
+        if time.monotonic() > deadline:
+            raise SystemExit(70)
+        time.sleep(0.01)
     code = 0
     try:
         become(request)
