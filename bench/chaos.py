@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the driver lives beside its test
 
-from chaos import run_chaos  # noqa: E402
+from chaos import run_chaos
 
 
 def main() -> int:
