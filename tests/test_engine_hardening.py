@@ -31,6 +31,8 @@ from trainmaster.engines.local.machine import Ledger, LedgerError
 from trainmaster.engines.local.tasks import rotate_log
 from trainmaster.policies.fifo import make as fifo
 
+pytestmark = pytest.mark.slow  # real processes
+
 GIB = 2**30
 
 

@@ -33,6 +33,8 @@ from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.workspace import Workspace
 from trainmaster.train.checkpoint import load
 
+pytestmark = pytest.mark.slow  # real processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
