@@ -195,21 +195,28 @@ def check(result: ChaosResult, http: httpx.Client, server: ServerProcess, accept
 
 
 def _steps_violations(jid: str, text: str, state: str) -> list[str]:
+    """Steps run twice past a checkpoint, runs that overlap, or training finished more than once.
+
+    A run that resumes at the final checkpoint and only says `done` trained nothing: it is the restart
+    after a task died once the work was saved (e.g. a peer killed after rank 0 finished), not a rerun.
+    """
     runs: list[dict[str, Any]] = []  # per run (a `start` line): pid, first step, checkpoint before it, times
     checkpoint = 0
-    dones = 0
     for line in text.splitlines():
         t, pid, what, *rest = line.split()
         if what == "start":
-            runs.append({"pid": pid, "from": int(rest[0]), "ckpt": checkpoint, "t0": float(t), "t1": float(t)})
-        elif runs and runs[-1]["pid"] == pid:
-            runs[-1]["t1"] = float(t)
-        if what == "ckpt":
+            runs.append({"pid": pid, "from": int(rest[0]), "ckpt": checkpoint, "t0": float(t), "t1": float(t),
+                         "steps": 0, "done": False})
+            continue
+        if not runs or runs[-1]["pid"] != pid:
+            return [f"{jid}: two runs interleave (pid {pid} wrote after another run started): {line}"]
+        runs[-1]["t1"] = float(t)
+        if what == "step":
+            runs[-1]["steps"] += 1
+        elif what == "ckpt":
             checkpoint = max(checkpoint, int(rest[0]))
         elif what == "done":
-            dones += 1
-        if what != "start" and (not runs or runs[-1]["pid"] != pid):
-            return [f"{jid}: two runs interleave (pid {pid} wrote after another run started): {line}"]
+            runs[-1]["done"] = True
     out = []
     for run in runs:
         if run["from"] < run["ckpt"]:
@@ -217,8 +224,9 @@ def _steps_violations(jid: str, text: str, state: str) -> list[str]:
     for earlier, later in itertools.pairwise(runs):
         if later["t0"] < earlier["t1"]:
             out.append(f"{jid}: runs {earlier['pid']} and {later['pid']} overlap in time")
-    if state == "succeeded" and dones != 1:
-        out.append(f"{jid}: finished {dones} times")
+    trained = sum(1 for run in runs if run["done"] and run["steps"])
+    if state == "succeeded" and trained != 1:
+        out.append(f"{jid}: finished training {trained} times")
     return out
 
 

@@ -33,8 +33,10 @@ def test_the_checks_catch_a_step_run_twice_and_overlapping_runs() -> None:
     assert "ran twice" in _steps_violations("j", rerun, "succeeded")[0]
     overlap = "1 a start 0\n2 b start 0\n3 a step 0\n"
     assert "interleave" in _steps_violations("j", overlap, "running")[0]
-    assert "finished 2 times" in _steps_violations("j", "1 a start 0\n2 a done\n3 b start 0\n4 b done\n",
-                                                   "succeeded")[0]
+    twice = "1 a start 0\n2 a step 0\n3 a done\n4 b start 0\n5 b step 0\n6 b done\n"
+    assert "finished training 2 times" in _steps_violations("j", twice, "succeeded")[0]
+    resumed_at_the_end = "1 a start 0\n2 a step 0\n3 a ckpt 1\n4 a done\n5 b start 1\n6 b done\n"
+    assert _steps_violations("j", resumed_at_the_end, "succeeded") == []
 
 
 def test_the_checks_catch_a_gpu_booked_twice_and_a_booking_before_recovery(tmp_path: Path) -> None:
