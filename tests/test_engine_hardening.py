@@ -26,8 +26,9 @@ from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.core.spec import job_from_mapping
 from trainmaster.core.states import JobState
-from trainmaster.engines.local.engine import LocalEngine, Phase
-from trainmaster.engines.local.machine import Ledger, LedgerError
+from trainmaster.engines.gang import Phase
+from trainmaster.engines.ledger import Ledger, LedgerError
+from trainmaster.engines.local.engine import LocalEngine
 from trainmaster.engines.local.tasks import rotate_log
 from trainmaster.policies.fifo import make as fifo
 
@@ -110,12 +111,12 @@ def test_a_stopping_task_keeps_its_gpu_until_it_is_gone(engine: Any, tmp_path: P
     eng.apply([Action(ActionKind.STOP, "stubborn", stubborn, cause=StopCause.PREEMPT),
                Action(ActionKind.START, "probe", probe, on_g)])
     eng.wait(0.5)
-    assert eng.phase("probe") is Phase.WAITING and eng.ledger.gpu_busy == {0}
+    assert eng.phase("probe") is Phase.WAITING and eng.ledger.gpu_busy["g"] == {0}
     os.killpg(eng.pids("stubborn")["worker-0"], signal.SIGKILL)
     events = wait_for(eng, lambda seen: any(isinstance(e, JobFinished) for e in seen))
     assert next(e for e in events if isinstance(e, JobFinished)).succeeded
     assert "gpus=[0]" in (eng.job_dir("probe") / "worker-0.log").read_text()
-    assert eng.ledger.gpu_busy == set()
+    assert eng.ledger.gpu_busy["g"] == set()
 
 
 def test_the_ledger_never_hands_out_less_than_asked() -> None:
