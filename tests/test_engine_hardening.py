@@ -198,3 +198,42 @@ def test_a_launch_that_cannot_start_for_now_is_a_task_failure(engine: Any) -> No
     events = eng.wait(0.5)
     failed = [e for e in events if isinstance(e, JobFinished | TaskFailed) and e.job_id == "late"]
     assert failed and "revoked node n" in failed[0].message
+
+
+REPORTER = """
+import sys, time
+import trainmaster.train as tm
+
+session = tm.init()
+for step in range(10**6):
+    loss = max(0.5, 1.0 / (step + 1)) if sys.argv[1] == "plateau" else 1.0 / (step + 1)
+    session.report(step + 1, loss=loss, epoch=(step + 1) / 10)
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize(("kind", "target", "expect"), [
+    ("steps", {"steps": 30}, "step"),
+    ("loss", {"loss": 0.05}, "loss"),
+    ("epochs", {"epochs": 3}, "epoch"),
+    ("plateau", {"plateau": 0.01, "window": 20}, "plateaued"),
+])
+def test_the_engine_enforces_each_kind_of_target(engine: Any, tmp_path: Path, kind: str, target: dict[str, Any],
+                                                 expect: str) -> None:
+    """A job that would run for ever ends, succeeded, once it reports reaching its `spec.target`."""
+    script = tmp_path / "reporter.py"
+    script.write_text(REPORTER)
+    job = job_from_mapping({"apiVersion": "trainmaster/v1", "kind": "TrainingJob", "metadata": {"name": kind},
+                            "spec": {"command": [sys.executable, str(script), kind], "target": target,
+                                     "roles": {"worker": {"min": 1, "resources": {"cpu": 1}}}}})
+    eng = engine()
+    ctl = Controller(eng, fifo(), check=True)
+    jid = ctl.submit(job)
+    ctl.run()
+    record = ctl.jobs[jid]
+    assert record.state is JobState.SUCCEEDED, record.message
+    assert record.message.startswith("reached its target") and expect in record.message
+    if kind == "steps":
+        assert 30 <= record.step < 10**6
+    if kind == "loss":
+        assert record.loss is not None and record.loss <= 0.05

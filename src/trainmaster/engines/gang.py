@@ -49,7 +49,7 @@ from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.engines.base import Recovered
 from trainmaster.engines.ledger import Ledger
-from trainmaster.engines.progress import ProgressFolder
+from trainmaster.engines.progress import ProgressFolder, TargetWatch
 
 EXIT_PREEMPTED = 75  # trainmaster.train.EXIT_PREEMPTED (engines may not import train/)
 # Start errors that no retry can mend: the job fails at once with the reason.
@@ -174,6 +174,9 @@ class _Job:
     progress: ProgressSource | None = None
     folder: ProgressFolder = field(default_factory=ProgressFolder)
     checkpoint_step: int | None = None
+    watch: TargetWatch | None = None
+    finished: str | None = None  # reached its target: stopping the tasks, then report success with this
+
 
     def live(self) -> list[RunningTask]:
         return [t for t in self.tasks if t.poll() is None]
@@ -402,6 +405,7 @@ class GangEngine:
         servers = [p.node for p in allocation.tasks if p.role is Role.PS]
         attempt = self.runner.begin(job.job_id, job.attempt, workers, servers)
         job.progress = attempt.progress
+        job.watch = TargetWatch(spec.target)
         shared = {
             **attempt.env, "WORLD_SIZE": str(len(workers)), "TM_JOB_ID": job.job_id, "TM_ATTEMPT": str(job.attempt),
             "TM_CHECKPOINT_EVERY": str(spec.checkpoint_every), "TM_ARCH": spec.architecture.value,
@@ -474,7 +478,16 @@ class GangEngine:
                         out.append(JobRunning(now, job.job_id, job.allocation))
                     out.append(Report(now, job.job_id, progress.step, loss=progress.loss,
                                       samples_per_s=progress.samples_per_s, steps_per_s=progress.steps_per_s,
-                                      allocation=job.allocation))
+                                      allocation=job.allocation, epoch=progress.epoch))
+                    reached = job.watch.check(progress) if job.watch is not None else None
+                    if reached:  # the job's target, enforced: checkpoint and stop, then it succeeded
+                        job.finished = reached
+                        self._replace(job, None, signal.SIGTERM, announce=False)
+                        if job.phase is Phase.IDLE:  # nothing was left running
+                            del self._jobs[job.job_id]
+                            out.append(JobFinished(now, job.job_id, succeeded=True,
+                                                   message=f"reached its target: {reached}"))
+                            return out
         if job.phase is Phase.RUNNING and not job.running_seen and \
                 time.monotonic() - job.launched_at >= self.silent_running_after and len(job.live()) == len(job.tasks):
             job.running_seen = True  # a command that never reports: running once it has stayed up a while
@@ -486,6 +499,11 @@ class GangEngine:
             if not job.live():
                 self._release(job)
                 job.phase = Phase.IDLE
+                if job.finished is not None:
+                    del self._jobs[job.job_id]
+                    out.append(JobFinished(now, job.job_id, succeeded=True,
+                                           message=f"reached its target: {job.finished}"))
+                    return out
                 if job.announce_stop:
                     out.append(JobStopped(now, job.job_id, job.checkpoint_step))
                 if job.next_allocation:
