@@ -165,3 +165,19 @@ def test_checkpoints_fall_every_interval_of_a_run_even_with_frequent_reports() -
     c.run()
     # Killed at 1050 s: the checkpoint at 900 s survives (150 s of work lost), then 30 s to restart.
     assert c.jobs["j"].finish_time == 1050.0 + 30.0 + (2000.0 - 900.0)
+
+
+def test_a_node_added_and_removed_through_the_engine_protocol_changes_the_cluster() -> None:
+    from trainmaster.core.node import Node
+    from trainmaster.core.resources import Resources
+
+    wl = Workload("one", (WorkloadJob("job", 10, simple_job("job", 4), LinearTruth(duration=100, gpus=4)),))
+    engine = SimEngine(parse_shorthand("1x4"), wl)
+    c = Controller(engine, make_policy("fifo"), check=True)
+    engine.add_node(Node(name="extra", capacity=Resources(cpu=32000, memory=2**36, gpu=4), gpu_type="gpu"))
+    engine.remove_node("n0")
+    starts: list[str] = []
+    c.listeners.append(lambda what, record: starts.append(record.allocation.describe()) if what == "start" else None)
+    c.run()
+    assert "extra" in c.cluster and "n0" not in c.cluster
+    assert c.jobs["job"].state is JobState.SUCCEEDED and starts == ["worker=4@extra"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from trainmaster.core.states import JobState
 
 
@@ -31,12 +33,7 @@ class JobOutcome:
 
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile (q in 0..100); NaN for no values."""
-    if not values:
-        return math.nan
-    xs = sorted(values)
-    k = (len(xs) - 1) * q / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+    return float(np.percentile(values, q)) if values else math.nan
 
 
 @dataclass

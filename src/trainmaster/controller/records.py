@@ -131,15 +131,6 @@ class JobRecord:
             self.decisions.append((now, text))
             del self.decisions[:-keep]
 
-    def view(self, now: float) -> JobView:
-        return JobView(
-            id=self.id, spec=self.spec, state=self.state, submit_time=self.submit_time,
-            allocation=self.allocation, first_start=self.first_start, running_since=self.running_since,
-            restarts=self.restarts, resizes=self.resizes, preemptions=self.preemptions,
-            attained=self.attained(now), runtime=self.runtime(now), step=self.step,
-            loss=self.loss, steps_per_s=self.steps_per_s, last_checkpoint=self.last_checkpoint,
-        )
-
     def live_view(self, clock: ServiceClock) -> JobView:
         """This job's view for every decision until the record changes (see `LiveJobView`)."""
         view = LiveJobView(

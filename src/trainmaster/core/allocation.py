@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -29,10 +29,6 @@ class Allocation:
     @classmethod
     def of(cls, tasks: Iterable[Placement]) -> Allocation:
         return cls(tuple(sorted(tasks)))
-
-    @classmethod
-    def from_counts(cls, counts: Mapping[tuple[Role, str], int]) -> Allocation:
-        return cls.of(Placement(role, node) for (role, node), n in counts.items() for _ in range(n))
 
     def __bool__(self) -> bool:
         return bool(self.tasks)

@@ -122,6 +122,3 @@ class Resources:
         if self.memory:
             parts.append(f"mem={self.memory / 2**30:.3g}Gi")
         return ",".join(parts) or "none"
-
-
-ZERO = Resources()

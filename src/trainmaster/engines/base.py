@@ -11,6 +11,7 @@ from trainmaster.core.actions import Action
 from trainmaster.core.clock import Clock
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Event
+from trainmaster.core.node import Node
 
 
 class Outcome(enum.Enum):
@@ -65,4 +66,12 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Stop every task (they checkpoint) and free what the engine holds."""
+        ...
+
+    def add_node(self, node: Node) -> None:
+        """A node joins (a provider added it); `NodeAdded` follows from `wait`."""
+        ...
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves: its tasks are killed; `NodeLost` follows from `wait`."""
         ...

@@ -483,7 +483,7 @@ class GangEngine:
                     if reached:  # the job's target, enforced: checkpoint and stop, then it succeeded
                         job.finished = reached
                         self._replace(job, None, signal.SIGTERM, announce=False)
-                        if job.phase is Phase.IDLE:  # nothing was left running
+                        if not job.live():  # nothing was left running
                             del self._jobs[job.job_id]
                             out.append(JobFinished(now, job.job_id, succeeded=True,
                                                    message=f"reached its target: {reached}"))

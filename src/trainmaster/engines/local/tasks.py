@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from trainmaster.engines.gang import TaskLaunch
 
 # `sh -c WRAPPER EXIT_FILE PID_FILE COMMAND...`. The shell first waits (5 s at most) for the engine to write
@@ -40,15 +42,17 @@ TASKSET = shutil.which("taskset")  # pins the wrapper before it forks the comman
 
 
 def start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), None if gone or zombie."""
+    """The process's start time (psutil's create time, as text), None if it is gone or a zombie.
+
+    With the pid it names one process for good: a recycled pid has another start time.
+    """
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return repr(proc.create_time())
+    except psutil.Error:
         return None
-    fields = raw[raw.rindex(")") + 2:].split()
-    if fields[0] == "Z":
-        return None
-    return fields[19]
 
 
 def alive(pid: int, started: str | None) -> bool:

@@ -17,8 +17,9 @@ from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.clock import ManualClock
 from trainmaster.core.cluster import Cluster
-from trainmaster.core.events import Event, JobArrived, JobFinished, JobRunning, NodeLost, Report
+from trainmaster.core.events import Event, JobArrived, JobFinished, JobRunning, NodeAdded, NodeLost, Report
 from trainmaster.core.job import JobSpec
+from trainmaster.core.node import Node
 from trainmaster.engines.base import Recovered
 from trainmaster.workloads.base import JobTruth, Workload
 
@@ -55,7 +56,7 @@ class SimConfig:
 # unique, so tuples never compare past it; `key` is a job id (or a node name for
 # "node_lost"); `version` must match the job's for the entry to be live.
 _Item = tuple[float, int, str, str, int]
-_ALWAYS_LIVE = frozenset({"arrive", "node_lost"})
+_ALWAYS_LIVE = frozenset({"arrive", "node_lost", "node_added"})
 
 
 class SimEngine:
@@ -70,6 +71,7 @@ class SimEngine:
         self._jobs: dict[str, _SimJob] = {}
         self._rng = random.Random(self.config.seed)
         self.events_processed = 0
+        self._added: dict[str, Node] = {}  # nodes a provider added, by name, until their `node_added` fires
         for wj in workload.jobs:
             self._jobs[wj.job_id] = _SimJob(spec=wj.spec, truth=wj.truth)
             self._heap.append((wj.submit_time, next(self._seq), "arrive", wj.job_id, 0))
@@ -135,6 +137,14 @@ class SimEngine:
             self.clock.advance_to(max(deadline, self.clock.now()))
         return []
 
+    def add_node(self, node: Node, at: float | None = None) -> None:
+        """A node joins at `at` (default: now), e.g. once a provisioned machine has booted."""
+        self._added[node.name] = node
+        self._push(self.clock.now() if at is None else at, "node_added", node.name)
+
+    def remove_node(self, name: str) -> None:
+        self.revoke(name, self.clock.now())
+
     # -- scenario controls -----------------------------------------------------
     def revoke(self, node: str, at: float) -> None:
         """Schedule a node's loss (a transient server revoked) at time `at`."""
@@ -179,6 +189,10 @@ class SimEngine:
             return [JobArrived(now, key, self._jobs[key].spec)]
         if kind == "node_lost":
             return [NodeLost(now, key)]
+        if kind == "node_added":
+            node = self._added.pop(key)
+            self._cluster = self._cluster.with_nodes((*self._cluster.nodes, node))
+            return [NodeAdded(now, node)]
         job = self._jobs[key]
         if kind == "ready":
             self._advance(job, now)
