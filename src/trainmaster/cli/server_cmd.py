@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from trainmaster.engines.registry import ENGINES
 
@@ -18,8 +19,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "Binds 127.0.0.1 unless a token is set (TRAINMASTER_TOKEN or --token-file).")
     p.add_argument("--data-dir", type=Path, default=None,
                    help=f"where the store and job runs live (default: {DATA_ENV} or ~/.trainmaster)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind; anything but loopback needs a token")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--host", default=None,
+                   help="address to bind (default: TRAINMASTER_URL's host, else 127.0.0.1); anything but loopback "
+                        "needs a token")
+    p.add_argument("--port", type=int, default=None,
+                   help="port (default: TRAINMASTER_URL's port, else 8765), so one variable points the CLI and "
+                        "the server at the same address")
     p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
     p.add_argument("--policy", default=None, help="scheduling preset (default: trainmaster)")
     p.add_argument("--cluster", default=None,
@@ -35,11 +40,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the server's dependencies (FastAPI, the engine) would slow every other command.
+    from trainmaster.cli.client import URL_ENV  # the CLI's server address: the server binds it when no flag says
     from trainmaster.server.auth import read_token
     from trainmaster.server.serve import ServerConfig, serve
 
     data_dir = args.data_dir or Path(os.environ.get(DATA_ENV) or Path.home() / ".trainmaster")
-    config = ServerConfig(data_dir=data_dir, host=args.host, port=args.port, token=read_token(args.token_file),
+    url = urlsplit(os.environ.get(URL_ENV) or "")
+    host = args.host or url.hostname or "127.0.0.1"
+    port = args.port or url.port or 8765
+    config = ServerConfig(data_dir=data_dir, host=host, port=port, token=read_token(args.token_file),
                           policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body,
                           ledger_journal=args.ledger_journal, engine=args.engine)
     return serve(config)
