@@ -226,7 +226,7 @@ def test_the_engine_enforces_each_kind_of_target(engine: Any, tmp_path: Path, ki
     job = job_from_mapping({"apiVersion": "trainmaster/v1", "kind": "TrainingJob", "metadata": {"name": kind},
                             "spec": {"command": [sys.executable, str(script), kind], "target": target,
                                      "roles": {"worker": {"min": 1, "resources": {"cpu": 1}}}}})
-    eng = engine()
+    eng = engine(target_grace=0.5)
     ctl = Controller(eng, fifo(), check=True)
     jid = ctl.submit(job)
     ctl.run()

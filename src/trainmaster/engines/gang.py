@@ -176,6 +176,7 @@ class _Job:
     checkpoint_step: int | None = None
     watch: TargetWatch | None = None
     finished: str | None = None  # reached its target: stopping the tasks, then report success with this
+    finish_after: float = 0.0  # a job that reached its target has until then to end on its own
 
 
     def live(self) -> list[RunningTask]:
@@ -187,13 +188,15 @@ class GangEngine:
 
     def __init__(self, cluster: Cluster, runner: TaskRunner, *, clock: Clock | None = None, grace: float = 20.0,
                  poll_interval: float = 0.05, silent_running_after: float = 30.0,
-                 ledger_journal: Path | None = None, machine: list[int] | None = None) -> None:
+                 ledger_journal: Path | None = None, machine: list[int] | None = None,
+                 target_grace: float = 5.0) -> None:
         self._cluster = cluster
         self.runner = runner
         self._clock: Clock = clock or RealClock()
         self.grace = grace
         self.poll_interval = poll_interval
         self.silent_running_after = silent_running_after
+        self.target_grace = target_grace  # a job past its target that has not ended by itself after this is stopped
         self.wait_limit = 2 * grace + 30.0  # a start still waiting for resources after this fails (a bug guard)
         self.ledger = Ledger.for_cluster(cluster, ledger_journal, machine)
         self.revoked: set[str] = set()
@@ -406,6 +409,7 @@ class GangEngine:
         attempt = self.runner.begin(job.job_id, job.attempt, workers, servers)
         job.progress = attempt.progress
         job.watch = TargetWatch(spec.target)
+        job.finished = None
         shared = {
             **attempt.env, "WORLD_SIZE": str(len(workers)), "TM_JOB_ID": job.job_id, "TM_ATTEMPT": str(job.attempt),
             "TM_CHECKPOINT_EVERY": str(spec.checkpoint_every), "TM_ARCH": spec.architecture.value,
@@ -479,15 +483,16 @@ class GangEngine:
                     out.append(Report(now, job.job_id, progress.step, loss=progress.loss,
                                       samples_per_s=progress.samples_per_s, steps_per_s=progress.steps_per_s,
                                       allocation=job.allocation, epoch=progress.epoch))
-                    reached = job.watch.check(progress) if job.watch is not None else None
-                    if reached:  # the job's target, enforced: checkpoint and stop, then it succeeded
-                        job.finished = reached
-                        self._replace(job, None, signal.SIGTERM, announce=False)
-                        if not job.live():  # nothing was left running
-                            del self._jobs[job.job_id]
-                            out.append(JobFinished(now, job.job_id, succeeded=True,
-                                                   message=f"reached its target: {reached}"))
-                            return out
+                    if job.finished is None and job.watch is not None:
+                        job.finished = job.watch.check(progress)
+                        job.finish_after = time.monotonic() + self.target_grace
+        if job.phase is Phase.RUNNING and job.finished is not None and time.monotonic() >= job.finish_after:
+            # The job reached its target but runs on: enforce it (checkpoint and stop), then it succeeded.
+            self._replace(job, None, signal.SIGTERM, announce=False)
+            if not job.live():  # nothing was left running
+                del self._jobs[job.job_id]
+                out.append(JobFinished(now, job.job_id, succeeded=True, message=f"reached its target: {job.finished}"))
+                return out
         if job.phase is Phase.RUNNING and not job.running_seen and \
                 time.monotonic() - job.launched_at >= self.silent_running_after and len(job.live()) == len(job.tasks):
             job.running_seen = True  # a command that never reports: running once it has stayed up a while

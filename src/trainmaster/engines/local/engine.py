@@ -170,14 +170,15 @@ class LocalEngine(GangEngine):
                  base_dir: Path | None = None, grace: float = 20.0, poll_interval: float = 0.05,
                  env: Mapping[str, str] | None = None, prestart: int = 0,
                  silent_running_after: float = 30.0, log_max_bytes: int = LOG_MAX_BYTES,
-                 secret_env: Iterable[str] = (), ledger_journal: Path | None = None) -> None:
+                 secret_env: Iterable[str] = (), ledger_journal: Path | None = None,
+                 target_grace: float = 5.0) -> None:
         self.local = SubprocessRunner(run_dir, base_dir=base_dir, env=env, prestart=prestart,
                                       log_max_bytes=log_max_bytes, secret_env=secret_env)
         self.run_dir = self.local.run_dir
         self.base_dir = self.local.base_dir
         super().__init__(cluster or local_cluster(), self.local, clock=clock, grace=grace,
                          poll_interval=poll_interval, silent_running_after=silent_running_after,
-                         ledger_journal=ledger_journal, machine=machine_cores())
+                         ledger_journal=ledger_journal, machine=machine_cores(), target_grace=target_grace)
 
     def job_dir(self, job_id: str) -> Path:
         return self.local.job_dir(job_id)
