@@ -116,6 +116,10 @@ def test_metrics_match_the_api_while_jobs_wait_run_and_finish(env: Env, tmp_path
     assert value(latency, "trainmaster_decision_duration_seconds_bucket", phase=WHOLE, le="+Inf") >= 1
     assert value(m["trainmaster_cost_dollars"], "trainmaster_cost_dollars_total") == 0
 
+    overview = env.http.get("/v1/overview", params={"limit": 2}).json()
+    assert [j["id"] for j in overview["jobs"]] == ["behind", "blocker"]  # newest first, `limit` of them
+    assert overview["total"] == 3 and sum(overview["states"].values()) == 3
+    assert overview["states"]["succeeded"] == overview["states"]["pending"] == 1
     pending = env.http.get("/v1/pending").json()
     assert [p["job"] for p in pending["jobs"]] == ["behind"]
     assert pending["jobs"][0]["category"] in ("gang", "priority", "waiting") and pending["jobs"][0]["reason"]
@@ -145,10 +149,11 @@ def test_the_page_needs_the_token_once_in_its_url_and_the_api_always_in_the_head
     assert env.http.get("/").status_code == 200
 
 
-def test_bad_timeline_limit_is_a_400_naming_the_field(env: Env) -> None:
-    for bad in ("0", "5000", "many"):
-        r = env.http.get("/v1/timeline", params={"limit": bad})
-        assert r.status_code == 400 and "limit" in r.json()["error"], r.text
+@pytest.mark.parametrize(("path", "bad"), [("/v1/timeline", "0"), ("/v1/timeline", "5000"), ("/v1/timeline", "many"),
+                                         ("/v1/overview", "-1"), ("/v1/overview", "1e23")])
+def test_a_bad_limit_is_a_400_naming_the_field(env: Env, path: str, bad: str) -> None:
+    r = env.http.get(path, params={"limit": bad})
+    assert r.status_code == 400 and "limit" in r.json()["error"], r.text
 
 
 def test_decision_timer_records_each_phase_once_plans_carry_timings() -> None:

@@ -86,16 +86,12 @@ def test_live_dashboard_follows_a_job_to_success_and_shows_its_curves_and_logs(t
 
             page.click('#jobs a[href="#/job/trainer"]')
             page.wait_for_selector("#job-head .state.succeeded", timeout=WAIT)
-            page.wait_for_function("document.querySelector('#job-logs').textContent.includes('trainer done')",
-                                   timeout=WAIT)
+            page.wait_for_selector("#logs-mode:text('the job ended')", timeout=WAIT)  # the follow stream closed
             logs = page.inner_text("#job-logs")
-            assert f"trainer step {STEPS} loss" in logs and "[worker-0]" in logs
+            assert f"trainer step {STEPS} loss" in logs and "[worker-0] trainer done" in logs
             reported = [r for r in http.get("/v1/jobs/trainer/metrics").json()["reports"] if r["loss"] is not None]
             assert len(reported) >= 2
-            page.wait_for_function(  # one point of the loss curve per report with a loss
-                "n => { const p = document.querySelector('svg.loss path');"
-                " return p !== null && p.getAttribute('d').split(/[LM]/).length - 1 === n; }",
-                arg=len(reported), timeout=WAIT)
+            page.wait_for_selector(f'svg.loss path[data-points="{len(reported)}"]', timeout=WAIT)  # one per report
             assert page.locator("svg.alloc path").count() >= 1
             assert page.evaluate("window.__loaded_once === true")
             screenshot(page, "live-4-job-page", full_page=True)

@@ -77,7 +77,7 @@ def timeline(daemon: Daemon, limit: int) -> dict[str, Any]:
 
 
 def mount(app: FastAPI, daemon: Daemon) -> None:
-    """Add `/`, `/v1/pending`, `/v1/timeline` and `/metrics` to the daemon's app."""
+    """Add `/`, `/v1/overview`, `/v1/pending`, `/v1/timeline` and `/metrics` to the daemon's app."""
     page = render_page(None)
     pending = PendingCache(daemon)
     registry = registry_for(daemon)
@@ -85,6 +85,12 @@ def mount(app: FastAPI, daemon: Daemon) -> None:
     @app.get("/", include_in_schema=False)
     def index() -> HTMLResponse:
         return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    @app.get("/v1/overview")
+    def overview(limit: Annotated[int, Query(ge=1, le=1_000_000)] = 200) -> dict[str, Any]:
+        """The newest `limit` jobs with every stored column (newest first), the total, and jobs per state."""
+        return {"now": daemon.controller.clock.now(), "total": daemon.store.count(),
+                "states": daemon.store.state_counts(), "jobs": daemon.store.jobs(newest_first=True, limit=limit)}
 
     @app.get("/v1/pending")
     def pending_jobs() -> dict[str, Any]:
