@@ -7,6 +7,8 @@ the whole cluster until the test creates a marker file.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,6 +32,7 @@ from trainmaster.server.report import render_page
 from trainmaster.server.store import Store
 
 TOKEN = "metrics-t0ken"
+GRAFANA = Path(__file__).resolve().parents[1] / "grafana" / "trainmaster.json"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -133,6 +136,13 @@ def test_metrics_match_the_api_while_jobs_wait_run_and_finish(env: Env, tmp_path
     assert value(m["trainmaster_jobs"], "trainmaster_jobs", state="succeeded", queue="default") == 3
     assert value(m["trainmaster_cpu_cores_allocated"], "trainmaster_cpu_cores_allocated") == 0
     assert value(m["trainmaster_decisions"], "trainmaster_decisions_total") > decisions
+
+    # Every series the sample Grafana dashboard queries is one this daemon exposes.
+    exposed = {sample.name for samples in m.values() for sample in samples}
+    dashboard = json.loads(GRAFANA.read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"trainmaster_[a-z_]+", target["expr"])}
+    assert len(queried) >= 12 and queried <= exposed, sorted(queried - exposed)
 
 
 def test_the_page_needs_the_token_once_in_its_url_and_the_api_always_in_the_header(env: Env) -> None:
