@@ -182,6 +182,8 @@ def test_decision_timer_records_each_phase_once_plans_carry_timings() -> None:
     assert value(samples, "trainmaster_decision_duration_seconds_sum", phase="place") == pytest.approx(0.9)
     assert value(samples, "trainmaster_decision_duration_seconds_count", phase=WHOLE) == 3
     assert timer.name == "phased"
+    timer.inner.interval = 7.0  # a policy that changes its interval as it decides (tiresias) is read live
+    assert timer.interval == 7.0
 
 
 def test_embedded_report_data_cannot_close_its_script_element() -> None:

@@ -38,12 +38,19 @@ class DecisionTimer:
     def __init__(self, inner: Policy) -> None:
         self.inner = inner
         self.name = inner.name
-        self.interval = inner.interval
         self.decisions = CounterMetric("trainmaster_decisions", "Scheduling decisions (policy cycles) made",
                                        registry=None)
         self.latency = HistogramMetric("trainmaster_decision_duration_seconds",
                                        f"Time of one scheduling decision (phase={WHOLE}) and of each phase",
                                        ["phase"], registry=None, buckets=DECISION_BUCKETS)
+
+    @property
+    def interval(self) -> float | None:  # read live: some policies (tiresias) change it every decision
+        return self.inner.interval
+
+    @interval.setter
+    def interval(self, value: float | None) -> None:
+        self.inner.interval = value
 
     def __getattr__(self, name: str) -> Any:  # uses_models and other optional policy attributes
         return getattr(self.inner, name)
