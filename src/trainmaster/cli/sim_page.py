@@ -15,7 +15,9 @@ from trainmaster.server.report import render_page
 if TYPE_CHECKING:
     from trainmaster.cli.simulate import Result
 
-TIMELINE_ROWS = 300  # jobs the page's Gantt chart draws per policy (the table lists them all)
+TIMELINE_ROWS = 300  # jobs the page's Gantt chart draws per policy
+MAX_JOBS = 5_000  # per-job rows embedded per policy (report.json has them all); the JCT CDF uses every job
+MAX_POINTS = 4_000  # utilization steps embedded per policy (a Philly replay has ~10^5)
 
 
 def _finite(value: float | None) -> float | None:
@@ -28,9 +30,13 @@ def page_data(report: Mapping[str, Any], results: Sequence[Result]) -> dict[str,
     for r in results:
         shown = report["policies"][r.policy]
         jobs = [{**job, "segments": [[a, _finite(b)] for a, b in r.running.get(job["id"], [])]}
-                for job in shown["jobs"]]
+                for job in shown["jobs"][:MAX_JOBS]]
+        jcts = sorted(round(j["jct"], 1) for j in shown["jobs"] if j["state"] == "succeeded" and j["jct"] is not None)
+        stride = max(1, math.ceil(len(r.usage) / MAX_POINTS))
+        usage = [[t, used] for t, used in r.usage[::stride]]
         policies.append({"name": r.policy, "summary": shown["summary"], "rejected": shown["rejected"],
-                         "capacity": r.capacity, "usage": [[t, used] for t, used in r.usage], "jobs": jobs})
+                         "capacity": r.capacity, "usage": usage, "jobs": jobs, "jobs_total": len(shown["jobs"]),
+                         "jcts": jcts})
     return {key: report[key] for key in ("workload", "jobs", "cluster", "nodes", "gpus", "seed")} | {
         "timeline_max": TIMELINE_ROWS, "policies": policies}
 

@@ -47,8 +47,11 @@
     const pts = series.flatMap((s) => s.points).filter((p) => p[1] != null && isFinite(p[1]));
     if (!pts.length) return `<p class="muted">${esc(opts.empty || "no data yet")}</p>`;
     const fx = opts.logX ? (x) => Math.log10(Math.max(x, 1e-9)) : (x) => x;
-    let x0 = Math.min(...pts.map((p) => fx(p[0]))), x1 = Math.max(...pts.map((p) => fx(p[0])));
-    let y0 = opts.yMin ?? Math.min(...pts.map((p) => p[1])), y1 = opts.yMax ?? Math.max(...pts.map((p) => p[1]));
+    let x0 = Infinity, x1 = -Infinity, ylo = Infinity, yhi = -Infinity; // (no spread: series may be long)
+    for (const [x, y] of pts) {
+      x0 = Math.min(x0, fx(x)); x1 = Math.max(x1, fx(x)); ylo = Math.min(ylo, y); yhi = Math.max(yhi, y);
+    }
+    let y0 = opts.yMin ?? ylo, y1 = opts.yMax ?? yhi;
     if (x1 <= x0) x1 = x0 + 1;
     if (y1 <= y0) y1 = y0 + 1;
     const sx = (x) => L + ((fx(x) - x0) / (x1 - x0)) * (W - L - R);
@@ -110,7 +113,8 @@
       }
     });
     let grid = "";
-    for (const v of ticks(t0, t1, 6)) {
+    const unit = opts.unit || 1; // ticks fall on round numbers of this unit (3600: hours)
+    for (const v of ticks(t0 / unit, t1 / unit, 6).map((x) => x * unit)) {
       grid += `<line class="gridline" x1="${sx(v)}" x2="${sx(v)}" y1="${T}" y2="${H - B}"/>` +
         `<text x="${sx(v)}" y="${H - 6}" text-anchor="middle">${esc((opts.xFmt || num)(v))}</text>`;
     }
@@ -191,14 +195,16 @@
         `<td class="num">${money(costOf(p))}</td>`).join("")}</tr>` : ""}<tr><td>rejected</td>${data.policies.map((p) =>
         `<td class="num">${Object.keys(p.rejected || {}).length}</td>`).join("")}</tr></tbody></table>`;
       const cdf = lineChart(data.policies.map((p) => {
-        const jcts = p.jobs.filter((j) => j.state === "succeeded" && j.jct != null).map((j) => j.jct / 3600)
-          .sort((a, b) => a - b);
-        return { name: `${p.name} (mean ${dur(p.summary.mean_jct)})`, step: true,
-          points: jcts.map((x, i) => [x, (i + 1) / jcts.length]) };
+        const jcts = (p.jcts || p.jobs.filter((j) => j.state === "succeeded" && j.jct != null).map((j) => j.jct)
+          .sort((a, b) => a - b)).map((x) => x / 3600);
+        const every = Math.ceil(jcts.length / 2000); // at most ~2,000 steps drawn per policy
+        const points = jcts.map((x, i) => [x, (i + 1) / jcts.length]).filter((_, i) => i % every === 0 ||
+          i === jcts.length - 1);
+        return { name: `${p.name} (mean ${dur(p.summary.mean_jct)})`, step: true, points };
       }), { logX: true, yMin: 0, yMax: 1, xFmt: (v) => `${num(v, 2)} h`, yFmt: (v) => v.toFixed(1), cls: "cdf",
         label: "fraction of jobs finished within x hours (log scale)", legend: true });
       const util = data.policies.map((p, i) => {
-        const end = Math.max(...p.jobs.map((j) => j.finish || 0), ...(p.usage.length ? [p.usage.at(-1)[0]] : [0]));
+        const end = p.jobs.reduce((a, j) => Math.max(a, j.finish || 0), p.usage.length ? p.usage.at(-1)[0] : 0);
         const pts = p.usage.map(([t, u]) => [t / 3600, (100 * u) / Math.max(p.capacity, 1)]);
         pts.push([end / 3600, 0]);
         const u = p.summary.gpu_utilization;
@@ -213,7 +219,7 @@
       const t1 = Math.max(...shown.map((j) => j.finish ?? j.submit));
       const timeline = gantt(shown.map((j) => ({ label: j.id, href: jobHref(policy, j.id), start: j.submit,
         end: j.finish, segments: j.segments || [], state: j.state })), Math.min(...shown.map((j) => j.submit)), t1,
-      { xFmt: (v) => `${hours(v)} h` });
+      { xFmt: (v) => `${hours(v)} h`, unit: 3600 });
       const link = (j) => `<a href="${esc(jobHref(policy, j.id))}">${esc(j.id)}</a>`;
       const cols = [
         { label: "job", html: link }, { label: "state", html: (j) => state(j.state) },
@@ -230,7 +236,8 @@
         ${tabs}
         <section><h2>Timeline: ${esc(policy.name)} <span class="muted">(${shown.length} of ${jobs.length} jobs in
         submit order; grey waiting, colour running)</span></h2>${timeline}</section>
-        <section><h2>Jobs: ${esc(policy.name)} <span class="muted">(${jobs.length})</span></h2>
+        <section><h2>Jobs: ${esc(policy.name)} <span class="muted">(${policy.jobs_total ?? jobs.length}${
+  jobs.length < (policy.jobs_total ?? 0) ? `; the first ${jobs.length} are in this page, all in report.json` : ""})</span></h2>
         ${pagedTable("jobs", cols, jobs.map((j) => ({ ...j, __attrs: `data-job="${esc(j.id)}"` })))}</section>`;
     }
     function jobHref(policy, id) { return `#/p/${encodeURIComponent(policy.name)}/job/${encodeURIComponent(id)}`; }
@@ -252,7 +259,7 @@
         <section><h2>Allocation over time</h2>${lineChart([{ name: "GPUs held", points: pts, step: true, fill: true }],
         { height: 150, yMin: 0, xFmt: (v) => `${num(v, 2)} h`, cls: "alloc" })}
         ${gantt([{ label: j.id, start: j.submit, end: j.finish, segments: j.segments || [], state: j.state }],
-        j.submit, Math.max(end, j.submit + 1), { xFmt: (v) => `${hours(v)} h` })}</section>`;
+        j.submit, Math.max(end, j.submit + 1), { xFmt: (v) => `${hours(v)} h`, unit: 3600 })}</section>`;
     }
     onMore = route;
     window.addEventListener("hashchange", route);
