@@ -23,7 +23,13 @@
   }
   const relative = (t, now) => (t == null ? "-" : t >= now ? `in ${dur(t - now)}` : `${dur(now - t)} ago`);
   const timeFormat = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit", second: "2-digit" });
-  const clock = (t) => (t == null ? "-" : timeFormat.format(new Date(t * 1000)));
+  const dayFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric" });
+  const today = new Date().toDateString();
+  const clock = (t) => { // time of day; the date too when it is not today
+    if (t == null) return "-";
+    const d = new Date(t * 1000);
+    return d.toDateString() === today ? timeFormat.format(d) : `${dayFormat.format(d)} ${timeFormat.format(d)}`;
+  };
   const state = (s) => `<span class="state ${esc(s)}">${esc(s)}</span>`;
   const money = (x) => (x == null ? "-" : `$${Number(x).toFixed(2)}`);
   const meter = (used, total) => {
