@@ -27,7 +27,7 @@ from trainmaster.engines.local.engine import LocalEngine
 from trainmaster.policies.registry import make_policy
 from trainmaster.server.app import create_app
 from trainmaster.server.daemon import Daemon
-from trainmaster.server.prom import WHOLE, DecisionTimer
+from trainmaster.server.prom import WHOLE, DaemonCollector, DecisionTimer
 from trainmaster.server.report import render_page
 from trainmaster.server.store import Store
 
@@ -191,3 +191,27 @@ def test_embedded_report_data_cannot_close_its_script_element() -> None:
     assert "<script>alert(1)" not in html and "<!--\"" not in html
     assert "<title>&lt;b&gt;x&lt;/b&gt;</title>" in html
     assert html.count("</script>") == 2  # the data block's and the dashboard script's
+
+
+def test_a_node_that_leaves_the_view_counts_as_a_revocation() -> None:
+    def node(name: str, transient: bool) -> dict[str, Any]:
+        cap = {"cpu": 8.0, "memory_gib": 32.0, "gpu": 4}
+        return {"name": name, "gpu_type": "v100", "zone": "a", "transient": transient, "capacity": cap,
+                "free": {**cap, "gpu": 1}, "tasks": ()}
+
+    store = Store(":memory:")
+    daemon = SimpleNamespace(store=store, nodes_view=(node("spot-0", True), node("od-0", False)),
+                             controller=SimpleNamespace(clock=SimpleNamespace(now=lambda: 0.0)))
+    timer = DecisionTimer(make_policy("fifo"))
+    collector = DaemonCollector(daemon, timer)  # type: ignore[arg-type]
+
+    def scrape_once() -> list[Any]:
+        return [s for family in collector.collect() for s in family.samples]
+
+    first = scrape_once()
+    assert value(first, "trainmaster_node_revocations_total") == 0
+    assert value(first, "trainmaster_gpus_allocated", node_type="v100", capacity_type="transient") == 3
+    daemon.nodes_view = (node("od-0", False),)  # the transient node was revoked
+    assert value(scrape_once(), "trainmaster_node_revocations_total") == 1
+    assert value(scrape_once(), "trainmaster_node_revocations_total") == 1  # counted once
+    store.close()

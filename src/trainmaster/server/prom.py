@@ -123,7 +123,7 @@ def _job_families(rows: list[dict[str, Any]], now: float) -> Iterable[Metric]:
     for bound in PENDING_BUCKETS:
         while i < len(waits) and waits[i] <= bound:
             i += 1
-        buckets.append((_bound(bound), float(i)))
+        buckets.append((repr(float(bound)), float(i)))  # "60.0": the `le` label as prometheus_client writes it
     buckets.append(("+Inf", float(len(waits))))
     pending = HistogramMetricFamily("trainmaster_job_pending_seconds",
                                     "Time from submit to first start of the jobs that have started")
@@ -179,10 +179,6 @@ def _node_families(nodes: list[Mapping[str, Any]]) -> Iterable[Metric]:
         for key, value in sorted(sums[name].items()):
             family.add_metric(list(key), round(value, 6))
         yield family
-
-
-def _bound(value: float) -> str:
-    return repr(float(value))
 
 
 def registry_for(daemon: Daemon) -> CollectorRegistry:
