@@ -41,10 +41,12 @@ class ServerProcess:
     """`trainmaster server` on a free loopback port with a data directory that outlives it."""
 
     def __init__(self, data_dir: Path, policy: str = "fifo", cluster_yaml: str = CLUSTER_YAML,
-                 extra_args: tuple[str, ...] = ()) -> None:
+                 extra_args: tuple[str, ...] = (), token: str | None = None) -> None:
         self.data_dir = data_dir
         self.policy = policy
         self.extra_args = extra_args
+        self.token = token  # given to the server as TRAINMASTER_TOKEN; then every request needs it
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -57,13 +59,14 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trainmaster.cli.main", "server", "--data-dir", str(self.data_dir),
              "--port", str(self.port), "--cluster", str(self.cluster), "--policy", self.policy, *self.extra_args],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "TRAINMASTER_TOKEN": self.token or ""})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()[-2000:]}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/v1/health", timeout=2).json().get("ok"):
+                if httpx.get(f"{self.url}/v1/health", headers=self.headers, timeout=2).json().get("ok"):
                     return self
             time.sleep(0.1)
         raise RuntimeError(f"server did not come up: {self.log()[-2000:]}")

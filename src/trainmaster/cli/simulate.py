@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from trainmaster.cli import sim_page
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.metrics import JobOutcome, Summary
 from trainmaster.controller.records import JobRecord
@@ -70,7 +71,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--policy", default="fifo,drf,tiresias",
                    help=f"comma-separated presets, or all ({', '.join(available())})")
     p.add_argument("--seed", type=int, default=0, help="seed of synthetic: and ps: workloads and of the engine")
-    p.add_argument("--out", type=Path, default=None, help="directory for report.json and the PNG plots")
+    p.add_argument("--out", type=Path, default=None,
+                   help="directory for report.json, index.html (the dashboard as one static page) and the PNG plots")
     p.add_argument("--restart-delay", type=float, default=30.0,
                    help="seconds a job loses when its allocation changes (checkpoint-restart)")
     p.add_argument("--max-factor", type=float, default=1.0,
@@ -271,8 +273,10 @@ def run(args: argparse.Namespace) -> int:
             results.append(simulate_one(workloads[name in ORACLE], cluster, name, config, tick))
     Console().print(comparison_table(f"{workload.name} on {args.cluster} ({cluster.total.gpu} GPUs)", results))
     if args.out is not None:
-        _write(args.out / "report.json", json.dumps(report(args, workload, cluster, results), indent=1))
-        written = ["report.json"]
+        data = report(args, workload, cluster, results)
+        _write(args.out / "report.json", json.dumps(data, indent=1))
+        _write(args.out / "index.html", sim_page.render(data, results))  # the dashboard, static
+        written = ["report.json", "index.html"]
         if not args.no_plots:
             from trainmaster.cli.plots import write_plots  # matplotlib only when plotting
 

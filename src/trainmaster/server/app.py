@@ -29,6 +29,7 @@ from trainmaster.core.spec import load_yaml_text
 from trainmaster.core.states import JobState
 from trainmaster.server.auth import TokenGuard
 from trainmaster.server.daemon import Daemon
+from trainmaster.server.dashboard import mount as mount_dashboard
 from trainmaster.server.why import explain
 
 try:  # not `trainmaster.__version__`: the package root re-exports the SDK, which lives above this layer
@@ -219,6 +220,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
     def queues() -> list[Any]:
         return [dict(q) for q in daemon.queues_view]
 
+    mount_dashboard(app, daemon)  # `/`, /v1/pending, /v1/timeline, /metrics
     return app
 
 

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -60,6 +61,8 @@ class TokenGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
+            if scope["path"] == "/" and not given:  # the dashboard page, opened as /?token=... (no header)
+                given = f"Bearer {_query_token(scope)}".encode()
             if not hmac.compare_digest(given, self.expected):
                 body = json.dumps({"error": "missing or wrong token (send Authorization: Bearer <token>)"}).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
@@ -68,3 +71,8 @@ class TokenGuard:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+def _query_token(scope: Scope) -> str:
+    query: bytes = scope.get("query_string", b"")
+    return parse_qs(query.decode("latin-1")).get("token", [""])[0]

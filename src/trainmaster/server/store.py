@@ -228,6 +228,10 @@ class Store:
     def count(self) -> int:
         return int(self._all("SELECT COUNT(*) FROM jobs")[0][0])
 
+    def state_counts(self) -> dict[str, int]:
+        """Jobs per state, counted by SQLite (the dashboard's tiles; no rows are read)."""
+        return {r[0]: int(r[1]) for r in self._all("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+
     def events(self, job_id: str) -> list[dict[str, Any]]:
         return [dict(r) for r in self._all("SELECT time, what, state, allocation, gpus, tasks, detail FROM events"
                                            " WHERE job_id = ? ORDER BY id", (job_id,))]
