@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit clean setup
+.PHONY: demo test lint typecheck layers unit clean setup browser
 
 setup: $(STAMP)
 
@@ -28,7 +28,14 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+# The dashboard's browser tests drive Debian's chromium (never a downloaded browser); as root we install it,
+# otherwise those tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "no chromium (install Debian's chromium package): the browser tests will be skipped"
+
+unit: $(STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck layers unit
