@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="virtual nodes: a cluster YAML or shorthand; default: this machine as one node")
     p.add_argument("--queues", type=Path, default=None, help="queues YAML (default: one queue, `default`)")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
+    p.add_argument("--log-level", choices=("debug", "info", "warning"), default="info",
+                   help="server log detail: one key=value line per request, decision, recovery (default: info)")
     p.set_defaults(func=run)
 
 
@@ -34,5 +36,6 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = args.data_dir or Path(os.environ.get(DATA_ENV) or Path.home() / ".trainmaster")
     config = ServerConfig(data_dir=data_dir, host=args.host, port=args.port, token=read_token(args.token_file),
-                          policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body)
+                          policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body,
+                          log_level=args.log_level)
     return serve(config)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.states import JobState
 
 SCHEMA = """
@@ -85,6 +86,16 @@ CREATE TABLE IF NOT EXISTS decisions (
 CREATE INDEX IF NOT EXISTS decisions_job ON decisions(job_id, id);
 """
 
+# Schema changes after the first release, in order: entry i takes a store from `user_version` i to i + 1.
+# A fresh store runs SCHEMA and then every entry; never edit an entry that shipped, append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: restarts after failures, resizes and preemptions are counted apart (they were all `restarts`).
+    "ALTER TABLE jobs ADD COLUMN resizes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;",
+    # 2: `trainmaster hold` (dependencies live in the document's `spec.after`).
+    "ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;",
+)
+
 # Columns of `jobs` the controller thread keeps up to date.
 LIVE_COLUMNS = ("state", "first_start", "finish_time", "restarts", "step", "loss", "steps_per_s",
                 "allocation", "gpus", "tasks", "why", "message")
@@ -118,6 +129,21 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring an older store up to this build's schema (`PRAGMA user_version` counts applied migrations)."""
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(MIGRATIONS):
+            raise TrainmasterError(f"{self.path} was written by a newer trainmaster (schema {version}, this build "
+                                   f"knows {len(MIGRATIONS)}); upgrade trainmaster or use another --data-dir")
+        for number in range(version, len(MIGRATIONS)):
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {number + 1}")
 
     def close(self) -> None:
         with self._lock:
@@ -220,11 +246,40 @@ class Store:
     def tasks(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._all("SELECT job_id, role, idx, node FROM tasks ORDER BY node, job_id")]
 
+    # -- hold, update, history (the Slurm-shaped CLI) ---------------------------------------
+    def set_held(self, job_id: str, held: bool) -> None:
+        with self._lock, self._db:
+            self._db.execute("UPDATE jobs SET held = ? WHERE id = ?", (int(held), job_id))
+
+    def held_ids(self) -> list[str]:
+        return [r[0] for r in self._all(f"SELECT id FROM jobs WHERE held = 1 AND state IN "
+                                        f"({', '.join('?' * len(UNFINISHED))}) ORDER BY seq", UNFINISHED)]
+
+    def doc(self, job_id: str) -> dict[str, Any] | None:
+        rows = self._all("SELECT doc FROM jobs WHERE id = ?", (job_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def update_doc(self, job_id: str, doc: dict[str, Any], priority: int) -> None:
+        with self._lock, self._db:
+            self._db.execute("UPDATE jobs SET doc = ?, priority = ? WHERE id = ?", (json.dumps(doc), priority, job_id))
+
+    def allocation_changes(self, job_ids: Sequence[str]) -> dict[str, list[tuple[float, str, int]]]:
+        """(time, what, gpus) of every event of these jobs, in order: GPU-hours and counts for `history`."""
+        out: dict[str, list[tuple[float, str, int]]] = {jid: [] for jid in job_ids}
+        ids = list(job_ids)
+        for i in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
+            chunk = ids[i:i + 500]
+            for r in self._all(f"SELECT job_id, time, what, gpus FROM events WHERE job_id IN "
+                               f"({', '.join('?' * len(chunk))}) ORDER BY id", chunk):
+                out[r[0]].append((r[1], r[2], r[3]))
+        return out
+
 
 def _job(row: sqlite3.Row) -> dict[str, Any]:
-    hidden = ("doc", "seq", "cancel_requested")
+    hidden = ("doc", "seq", "cancel_requested", "held")
     out = {k: row[k] for k in row.keys() if k not in hidden}  # noqa: SIM118 (a Row iterates its values)
     out["cancel_requested"] = bool(row["cancel_requested"])
+    out["held"] = bool(row["held"])
     end = out["finish_time"]
     out["jct"] = None if end is None else end - out["submit_time"]
     return out
