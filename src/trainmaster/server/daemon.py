@@ -167,7 +167,8 @@ class Daemon:
                             "ask for less per replica or fewer minimum replicas")
         for dep in spec.after:
             if self.store.job(dep) is None:
-                raise SpecError("spec.after", f"no job {dep!r}", "name jobs already submitted (`trainmaster queue --all`)")
+                raise SpecError("spec.after", f"no job {dep!r}",
+                                "name jobs already submitted (see `trainmaster queue --all`)")
         return spec
 
     def submit(self, doc: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """The daemon's own log: one `key=value` line per event (logfmt), greppable and machine-parsable.
 
-    ts=2026-11-23T14:05:12.345Z level=info logger=trainmaster.server event=request method=GET path=/v1/jobs status=200 ms=1.8
-    ts=... level=info logger=trainmaster.server event=decision cycle=12 jobs=3 pending=1 running=2 actions=1 ms=0.41 admit_ms=0.02 ...
+    ts=2026-11-23T14:05:12.345Z level=info logger=trainmaster.server event=request method=GET
+        path=/v1/jobs status=200 ms=1.8                                          (one line)
+    ts=... level=info logger=trainmaster.server event=decision cycle=12 jobs=3 pending=1 running=2
+        gated=0 changes=1 rejected=0 ms=0.41 snapshot_ms=0.01 admit_ms=0.02 ... (one line)
 
 `event` names what happened (request, decision, recovered, listening, ...);
 the other keys depend on it. Values with spaces or quotes are double-quoted
