@@ -40,9 +40,10 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> s
 class ServerProcess:
     """`trainmaster server` on a free loopback port with a data directory that outlives it."""
 
-    def __init__(self, data_dir: Path, policy: str = "fifo") -> None:
+    def __init__(self, data_dir: Path, policy: str = "fifo", token: str | None = None) -> None:
         self.data_dir = data_dir
         self.policy = policy
+        self.token = token  # the server requires it (TRAINMASTER_TOKEN in its environment)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -55,13 +56,15 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trainmaster.cli.main", "server", "--data-dir", str(self.data_dir),
              "--port", str(self.port), "--cluster", str(self.cluster), "--policy", self.policy],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "TRAINMASTER_TOKEN": self.token} if self.token else None)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()[-2000:]}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/v1/health", timeout=2).json().get("ok"):
+                if httpx.get(f"{self.url}/v1/health", headers=headers, timeout=2).json().get("ok"):
                     return self
             time.sleep(0.1)
         raise RuntimeError(f"server did not come up: {self.log()[-2000:]}")
