@@ -40,22 +40,24 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> s
 class ServerProcess:
     """`trainmaster server` on a free loopback port with a data directory that outlives it."""
 
-    def __init__(self, data_dir: Path, policy: str = "fifo", token: str | None = None) -> None:
+    def __init__(self, data_dir: Path, policy: str = "fifo", cluster_yaml: str = CLUSTER_YAML,
+                 extra_args: tuple[str, ...] = (), token: str | None = None) -> None:
         self.data_dir = data_dir
         self.policy = policy
+        self.extra_args = extra_args
         self.token = token  # the server requires it (TRAINMASTER_TOKEN in its environment)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
         data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster = data_dir / "cluster.yaml"
-        self.cluster.write_text(CLUSTER_YAML)
+        self.cluster.write_text(cluster_yaml)
 
     def start(self, timeout: float = 60) -> ServerProcess:
         log = (self.data_dir / "server.log").open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trainmaster.cli.main", "server", "--data-dir", str(self.data_dir),
-             "--port", str(self.port), "--cluster", str(self.cluster), "--policy", self.policy],
+             "--port", str(self.port), "--cluster", str(self.cluster), "--policy", self.policy, *self.extra_args],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "TRAINMASTER_TOKEN": self.token} if self.token else None)
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}

@@ -22,7 +22,7 @@ def test_compares_policies_and_writes_report_and_plots(tmp_path: Path, capsys: p
     assert code == 0
     table = capsys.readouterr().out
     for label in ("fifo", "drf", "tiresias", "srtf", "mean JCT", "p99 JCT", "makespan", "GPU utilization",
-                  "restarts", "mean queueing delay"):
+                  "restarts (failures)", "resizes", "preemptions", "mean queueing delay"):
         assert label in table
     report = json.loads((out / "report.json").read_text())
     assert report["gpus"] == 12 and report["jobs"] == 24
@@ -33,7 +33,10 @@ def test_compares_policies_and_writes_report_and_plots(tmp_path: Path, capsys: p
         assert summary["p99_jct"] >= summary["p95_jct"] >= summary["median_jct"] > 0
         assert 0 < summary["gpu_utilization"] <= 1
         assert len(result["jobs"]) == 24
-    assert report["policies"]["fifo"]["summary"]["restarts"] == 0  # fifo never preempts
+    fifo = report["policies"]["fifo"]["summary"]
+    assert fifo["restarts"] == fifo["resizes"] == fifo["preemptions"] == 0  # fifo never preempts
+    tiresias = report["policies"]["tiresias"]["summary"]
+    assert tiresias["preemptions"] > 0 and tiresias["restarts"] == 0  # preempted, never failed
     for png in ("jct-cdf.png", "utilization.png", "timeline-fifo.png", "timeline-srtf.png"):
         data = (out / png).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000, png

@@ -117,7 +117,8 @@ def test_demotion_and_preemption_in_a_simulated_run() -> None:
     long, short = controller.jobs["long"], controller.jobs["short"]
     assert short.first_start == pytest.approx(1000.0)  # exactly when `long` crossed the threshold
     assert short.finish_time == pytest.approx(1500.0)
-    assert long.restarts == 1 and short.restarts == 0
+    assert long.preemptions == 1 and short.preemptions == 0
+    assert long.restarts == short.restarts == 0  # preempted, never failed
     # `long` lost 500 s to `short` and 30 s to its restart.
     assert long.finish_time == pytest.approx(10_000.0 + 500.0 + 30.0)
     assert long.state is short.state is JobState.SUCCEEDED

@@ -22,7 +22,7 @@ def test_higher_priority_preempts_lower_in_the_same_queue_and_the_victim_resumes
     assert run.starts()["high"] == 700
     assert run.events("preempted") == [(700, "low")]
     low = run.record("low")
-    assert low.restarts == 1 and low.state is JobState.SUCCEEDED
+    assert low.preemptions == 1 and low.restarts == 0 and low.state is JobState.SUCCEEDED
     assert low.finish_time == pytest.approx(1000 + 300)  # resumed from its checkpoint: only the wait was lost
     assert any("preempted by high" in text for _, text in low.decisions)
 
@@ -60,7 +60,7 @@ def test_priority_does_not_preempt_across_queues_within_quota() -> None:
             J("b-high", 4, at=700, duration=100, fields={"queue": "b", "priority": 9}))
     run = simulate("1x8", policy(), *jobs, qs=qs)
     assert run.events("preempted") == [(700, "b0")]  # its own queue's lower-priority job, never a0
-    assert run.record("a0").restarts == 0
+    assert run.record("a0").preemptions == 0
 
 
 def test_reclaim_takes_only_borrowed_capacity() -> None:

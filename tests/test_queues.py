@@ -141,5 +141,5 @@ def test_idle_quota_is_borrowed_then_reclaimed() -> None:
     assert len(preempted) == 2 and preempted <= {f"a{i}" for i in range(4)}
     for jid in preempted:  # resumed from the checkpoint, restart counted, finished once b was done
         rec = run.record(jid)
-        assert rec.restarts == 1 and rec.state is JobState.SUCCEEDED
+        assert rec.preemptions == 1 and rec.state is JobState.SUCCEEDED
         assert rec.finish_time == pytest.approx(1500 + 4000)

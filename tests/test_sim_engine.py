@@ -99,6 +99,8 @@ def test_golden_fifo_run() -> None:
         "jobs": 40,
         "finished": 40,
         "restarts": 0,
+        "resizes": 0,
+        "preemptions": 0,
         "mean_jct": 177587.592332,
         "median_jct": 166039.07708,
         "p95_jct": 481448.318356,

@@ -38,6 +38,7 @@ _KILLED_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a real process
 def test_a_save_killed_mid_write_is_never_loaded(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -80,6 +80,7 @@ _LOOP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a real process
 def test_sigterm_checkpoints_exits_75_and_the_next_run_resumes(tmp_path: Path) -> None:
     env = {**os.environ, "TM_CHECKPOINT_DIR": str(tmp_path / "ck"), "TM_REPORT_FILE": str(tmp_path / "r.jsonl"),
            "TM_CHECKPOINT_EVERY": "3600"}

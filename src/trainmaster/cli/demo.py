@@ -4,7 +4,7 @@ Starts `trainmaster server` (fresh data directory, this machine split into two
 virtual nodes of 2 CPUs), submits a mixed workload through the SDK, an elastic
 all-reduce CNN, a fixed-size digits MLP, a parameter-server job and jobs of two
 priorities, arriving over time, shows live progress and every allocation
-change as it happens, and ends with a summary table: JCT, restarts, final loss
+change as it happens, and ends with a summary table: JCT, restarts, resizes, preemptions, final loss
 and how each job's allocation changed.
 """
 
@@ -87,14 +87,21 @@ def start_server(data: Path, policy: str | None, console: Console) -> tuple[subp
     raise TrainmasterError("the server did not start within 60 s")
 
 
+COUNTS = ("restarts", "resizes", "preempted")  # restarts after failures, apart from planned resizes and preemptions
+
+
+def counts(row: dict[str, Any]) -> tuple[str, str, str]:
+    return str(row["restarts"]), str(row["resizes"]), str(row["preemptions"])
+
+
 def progress_table(rows: list[dict[str, Any]], labels: dict[str, str], elapsed: float) -> Table:
     used = sum(r["tasks"] for r in rows)
     table = Table(title=f"t={elapsed:5.1f}s   tasks running: {used}", title_justify="left", header_style="bold")
-    for col in ("job", "what", "prio", "state", "allocation", "step", "loss", "restarts"):
-        table.add_column(col, justify="right" if col in ("prio", "step", "loss", "restarts") else "left")
+    for col in ("job", "what", "prio", "state", "allocation", "step", "loss", *COUNTS):
+        table.add_column(col, justify="right" if col in ("prio", "step", "loss", *COUNTS) else "left")
     for r in rows:
         table.add_row(r["id"], labels.get(r["id"], ""), str(r["priority"]), r["state"], r["allocation"] or "-",
-                      str(r["step"]), "-" if r["loss"] is None else f"{r['loss']:.3f}", str(r["restarts"]))
+                      str(r["step"]), "-" if r["loss"] is None else f"{r['loss']:.3f}", *counts(r))
     return table
 
 
@@ -107,8 +114,8 @@ def compact(allocation: str) -> str:
 
 def summary_table(client: Client, rows: list[dict[str, Any]], labels: dict[str, str], t0: float) -> Table:
     table = Table(title="summary", title_justify="left", header_style="bold")
-    for col in ("job", "what", "prio", "state", "wait", "JCT", "restarts", "final loss", "allocation over time"):
-        table.add_column(col, justify="right" if col in ("prio", "wait", "JCT", "restarts", "final loss") else "left")
+    for col in ("job", "what", "prio", "state", "wait", "JCT", *COUNTS, "final loss", "allocation over time"):
+        table.add_column(col, justify="right" if col in ("prio", "wait", "JCT", *COUNTS, "final loss") else "left")
     for r in rows:
         path: list[str] = []
         for c in client.metrics(r["id"])["allocations"]:
@@ -120,7 +127,7 @@ def summary_table(client: Client, rows: list[dict[str, Any]], labels: dict[str, 
         jct = "-" if r["jct"] is None else f"{r['jct']:.1f}s"
         loss = "-" if r["loss"] is None else f"{r['loss']:.3f}"
         table.add_row(r["id"], labels.get(r["id"], ""), str(r["priority"]), r["state"], wait, jct,
-                      str(r["restarts"]), loss, " -> ".join(path) or "-")
+                      *counts(r), loss, " -> ".join(path) or "-")
     return table
 
 

@@ -84,13 +84,15 @@ def queue(client: Client, args: argparse.Namespace, console: Console) -> Any:
         return rows
     now = time.time()
     table = Table(box=None, header_style="bold")
-    for col in ("JOB", "QUEUE", "PRIO", "STATE", "AGE", "ALLOCATION", "STEP", "LOSS", "RESTARTS", "REASON"):
-        table.add_column(col, justify="right" if col in ("PRIO", "STEP", "LOSS", "RESTARTS") else "left",
-                         **(LONG if col == "REASON" else {"overflow": "fold"}))
+    for col in ("JOB", "QUEUE", "PRIO", "STATE", "AGE", "ALLOCATION", "STEP", "LOSS", "RESTARTS", "RESIZES",
+                "PREEMPTED", "REASON"):
+        table.add_column(col, justify="right" if col in ("PRIO", "STEP", "LOSS", "RESTARTS", "RESIZES", "PREEMPTED")
+                         else "left", **(LONG if col == "REASON" else {"overflow": "fold"}))
     for r in rows:
         end = r["finish_time"] or now
         table.add_row(r["id"], r["queue"], str(r["priority"]), _state(r["state"]), _duration(end - r["submit_time"]),
                       r["allocation"] or "-", str(r["step"]), _num(r["loss"]), str(r["restarts"]),
+                      str(r["resizes"]), str(r["preemptions"]),
                       humanize(r["message"] if r["state"] in ("failed", "rejected", "cancelled") else r["why"], now))
     console.print(table if rows else "no jobs")
     return None
@@ -108,7 +110,8 @@ def status(client: Client, args: argparse.Namespace, console: Console) -> Any:
     for key, value in (("job", row["id"]), ("state", _state(row["state"])), ("queue", row["queue"]),
                        ("priority", row["priority"]), ("allocation", row["allocation"] or "-"),
                        ("step", row["step"]), ("loss", _num(row["loss"])), ("steps/s", _num(row["steps_per_s"])),
-                       ("restarts", row["restarts"]), ("waited", wait), ("jct", jct),
+                       ("restarts (failures)", row["restarts"]), ("resizes", row["resizes"]),
+                       ("preemptions", row["preemptions"]), ("waited", wait), ("jct", jct),
                        ("why", row["why"]), ("message", row["message"] or "-")):
         table.add_row(key, str(value))
     console.print(table)

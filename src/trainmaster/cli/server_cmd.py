@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="virtual nodes: a cluster YAML or shorthand; default: this machine as one node")
     p.add_argument("--queues", type=Path, default=None, help="queues YAML (default: one queue, `default`)")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
+    p.add_argument("--ledger-journal", type=Path, default=None, metavar="FILE",
+                   help="append every booking of cores and GPUs to FILE (JSON lines), to audit that none is "
+                        "ever held twice")
     p.add_argument("--log-level", choices=("debug", "info", "warning"), default="info",
                    help="server log detail: one key=value line per request, decision, recovery (default: info)")
     p.set_defaults(func=run)
@@ -37,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or Path(os.environ.get(DATA_ENV) or Path.home() / ".trainmaster")
     config = ServerConfig(data_dir=data_dir, host=args.host, port=args.port, token=read_token(args.token_file),
                           policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body,
-                          log_level=args.log_level)
+                          ledger_journal=args.ledger_journal, log_level=args.log_level)
     return serve(config)

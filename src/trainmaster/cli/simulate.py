@@ -190,7 +190,9 @@ ROWS: tuple[tuple[str, Callable[[Summary], str]], ...] = (
     ("makespan", lambda s: _hms(s.makespan)),
     ("mean queueing delay", lambda s: _hms(s.mean_queueing)),
     ("GPU utilization", lambda s: "-" if math.isnan(s.gpu_utilization) else f"{100 * s.gpu_utilization:.1f}%"),
-    ("restarts", lambda s: f"{s.restarts:,}"),
+    ("restarts (failures)", lambda s: f"{s.restarts:,}"),
+    ("resizes", lambda s: f"{s.resizes:,}"),
+    ("preemptions", lambda s: f"{s.preemptions:,}"),
 )
 
 
@@ -231,7 +233,8 @@ def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
                 "cycles": r.cycles,
                 "jobs": [
                     {"id": o.id, "submit": o.submit, "first_start": o.first_start, "finish": o.finish,
-                     "state": o.state.value, "restarts": o.restarts, "gpus": o.gpus_requested,
+                     "state": o.state.value, "restarts": o.restarts, "resizes": o.resizes,
+                     "preemptions": o.preemptions, "gpus": o.gpus_requested,
                      "jct": _finite(o.jct)}
                     for o in r.outcomes
                 ],

@@ -41,6 +41,7 @@ ReportSink = Callable[[Report, JobRecord], None]  # e.g. online model fitting; m
 
 
 _QUIET = frozenset({"report", "running"})  # what `_emit` reports without requiring a new decision
+RESTART_BACKOFF = (1.0, 300.0)  # seconds before the first restart after a failure, and the cap as it doubles
 
 
 class CapacityExceeded(AssertionError):
@@ -51,7 +52,8 @@ class Controller:
     """Events -> snapshot -> policy -> plan -> actions -> engine."""
 
     def __init__(self, engine: Engine, policy: Policy, *, damping: float = 0.0, check: bool = False,
-                 queues: Mapping[str, QueueSpec] | None = None) -> None:
+                 queues: Mapping[str, QueueSpec] | None = None,
+                 backoff: tuple[float, float] = RESTART_BACKOFF) -> None:
         self.engine = engine
         self.policy = policy
         self.clock = engine.clock
@@ -68,6 +70,9 @@ class Controller:
         self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
         self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
+        # Jobs backing off after a failure, out of every decision until their `retry_at` (Kueue's requeue backoff).
+        self.parked: dict[str, JobRecord] = {}
+        self.backoff = backoff  # (first delay, cap) in seconds; doubles per restart
         self._service_clock = ServiceClock()
         self.usage = UsageTimeline(capacity=self.cluster.total.gpu)
         self.used_gpus = 0
@@ -122,10 +127,10 @@ class Controller:
     # -- held and dependent jobs (the daemon's gate), live updates ------------------------------
     def withdraw(self, job_id: str) -> JobRecord:
         """Take a pending job out of scheduling (held, or waiting on a dependency); `submit` brings it back."""
-        record = self.live.get(job_id)
+        record = self.live.get(job_id) or self.parked.get(job_id)
         if record is None or record.state is not JobState.PENDING or record.allocation:
             raise TrainmasterError(f"job {job_id} is not pending; only a pending job can be held")
-        for book in (self.jobs, self.live, self._views, self._pending, self._position, self._stale):
+        for book in (self.jobs, self.live, self.parked, self._views, self._pending, self._position, self._stale):
             book.pop(job_id, None)  # type: ignore[attr-defined]
         record.watch = None
         self._dirty = True
@@ -133,14 +138,14 @@ class Controller:
 
     def update(self, job_id: str, spec: JobSpec) -> None:
         """Swap a live job's spec (priority, replica range): the next decision uses it."""
-        self.live[job_id].spec = spec  # marks its cached view stale
+        self.jobs[job_id].spec = spec  # marks its cached view stale
         self._dirty = True
 
     # -- the loop ----------------------------------------------------------
     def run(self, max_cycles: int | None = None) -> None:
         """Run until every job has ended and the engine is idle."""
         self.cycle()
-        while self.live or not self.engine.idle():
+        while self.live or self.parked or not self.engine.idle():
             if max_cycles is not None and self.cycles >= max_cycles:
                 break
             if not self.step():
@@ -155,11 +160,15 @@ class Controller:
         """
         interval = self.policy.interval if self.live else None
         timeout = interval if max_wait is None else min(max_wait, interval or max_wait)
+        if self.parked:  # wake up for the first job whose backoff ends
+            until = max(0.0, min(r.retry_at or 0.0 for r in self.parked.values()) - self.clock.now())
+            timeout = until if timeout is None else min(timeout, until)
         events = self.engine.wait(timeout)
         if not events and timeout is None and self.engine.idle():
             return False
         for event in events:
             self.handle(event)
+        self._unpark(self.clock.now())
         if max_wait is not None:
             due = interval is not None and self.clock.now() - self.last_cycle_at >= interval
             if not (self._dirty or due):
@@ -246,13 +255,13 @@ class Controller:
         if action.kind is ActionKind.STOP:
             self._hold(record, EMPTY, now)
             record.running_since = None
-            record.restarts += 1
+            record.preemptions += 1
             record.move(JobState.PENDING, now, action.reason)
             record.note(now, f"preempted: {action.reason}")
             self._emit("preempted", record)
             return
         if action.kind is ActionKind.RESIZE:
-            record.restarts += 1
+            record.resizes += 1
         self._hold(record, action.allocation, now)
         if record.first_start is None:
             record.first_start = now
@@ -269,6 +278,7 @@ class Controller:
         record.message = reason
         record.note(now, reason)
         self.live.pop(record.id, None)
+        self.parked.pop(record.id, None)
         self._views.pop(record.id, None)
         self._pending.pop(record.id, None)
         self._position.pop(record.id, None)
@@ -318,18 +328,43 @@ class Controller:
                     self._dirty = True
 
     def _task_failed(self, jid: str, t: float, msg: str) -> None:
+        """A task died: the gang is broken. Stop it, then restart from the checkpoint after a backoff."""
         record = self.live.get(jid)
         if record is None or not record.state.active:
             return
+        self.engine.apply([Action(ActionKind.STOP, jid, record.spec, EMPTY, msg, StopCause.FAILED)])
         if record.restarts >= record.spec.max_restarts:
-            self.engine.apply([Action(ActionKind.STOP, jid, record.spec, EMPTY, msg, StopCause.FAILED)])
             self._finish(record, JobState.FAILED, t, f"failed after {record.restarts} restarts: {msg}")
             return
         record.restarts += 1
-        record.running_since = t
-        record.move(JobState.STARTING, t, f"task failed: {msg}")
-        record.note(t, f"restarting from checkpoint after a task failure: {msg}")
-        self.engine.apply([Action(ActionKind.RESTART, jid, record.spec, record.allocation, msg)])
+        delay = min(self.backoff[1], self.backoff[0] * 2 ** (record.restarts - 1))
+        self._hold(record, EMPTY, t)
+        record.running_since = None
+        record.move(JobState.PENDING, t, f"task failed: {msg}")
+        record.retry_at = t + delay
+        record.note(t, f"backing off {delay:g}s before restart {record.restarts}/{record.spec.max_restarts} "
+                       f"from the checkpoint: {msg}")
+        self._park(record)
+
+    def _park(self, record: JobRecord) -> None:
+        """Keep a backing-off job out of decisions (it holds nothing) until its `retry_at`."""
+        self.parked[record.id] = record
+        self.live.pop(record.id, None)
+        self._views.pop(record.id, None)
+        self._pending.pop(record.id, None)
+        self._dirty = True
+        self._emit("backoff", record)
+
+    def _unpark(self, now: float) -> None:
+        for jid, record in list(self.parked.items()):
+            if record.retry_at is not None and record.retry_at <= now:
+                del self.parked[jid]
+                record.retry_at = None
+                self.live[jid] = record
+                self._views[jid] = record.live_view(self._service_clock)
+                self._pending[jid] = None
+                record.note(now, "backoff over: waiting to restart from the checkpoint")
+                self._dirty = True
 
     def _node_lost(self, name: str, t: float) -> None:
         if name not in self.cluster:
@@ -374,7 +409,8 @@ class Controller:
 
     def outcomes(self) -> list[JobOutcome]:
         return [
-            JobOutcome(r.id, r.submit_time, r.first_start, r.finish_time, r.state, r.restarts, r.spec.min_gpus)
+            JobOutcome(r.id, r.submit_time, r.first_start, r.finish_time, r.state, r.restarts, r.spec.min_gpus,
+                       r.resizes, r.preemptions)
             for r in self.jobs.values()
         ]
 

@@ -15,8 +15,10 @@ class JobOutcome:
     first_start: float | None
     finish: float | None
     state: JobState
-    restarts: int
+    restarts: int  # after failures
     gpus_requested: int
+    resizes: int = 0
+    preemptions: int = 0
 
     @property
     def jct(self) -> float | None:
@@ -75,7 +77,9 @@ class Summary:
     makespan: float
     mean_queueing: float
     gpu_utilization: float
-    restarts: int
+    restarts: int  # after failures (a task crashed, a node was lost)
+    resizes: int
+    preemptions: int
 
     def as_dict(self) -> dict[str, float | int]:
         return dict(self.__dict__)
@@ -98,4 +102,6 @@ def summarize(outcomes: list[JobOutcome], usage: UsageTimeline) -> Summary:
         mean_queueing=sum(queueing) / len(queueing) if queueing else math.nan,
         gpu_utilization=usage.utilization(start, end),
         restarts=sum(o.restarts for o in outcomes),
+        resizes=sum(o.resizes for o in outcomes),
+        preemptions=sum(o.preemptions for o in outcomes),
     )

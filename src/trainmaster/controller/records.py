@@ -11,7 +11,8 @@ from trainmaster.policies.snapshot import JobView
 
 # Record fields a JobView shows: changing one marks the record's cached view stale.
 _VIEWED = frozenset({
-    "spec", "state", "submit_time", "allocation", "first_start", "running_since", "restarts", "attained_base",
+    "spec", "state", "submit_time", "allocation", "first_start", "running_since", "restarts", "resizes",
+    "preemptions", "attained_base",
     "runtime_base", "since", "step", "loss", "steps_per_s", "last_checkpoint",
 })
 _ATTAINED = JobView.__dict__["attained"]  # the frozen view's own slots, under LiveJobView's properties
@@ -73,7 +74,10 @@ class JobRecord:
     first_start: float | None = None
     running_since: float | None = None
     finish_time: float | None = None
-    restarts: int = 0
+    restarts: int = 0  # after failures: a task crashed, a node was lost, the daemon restarted
+    resizes: int = 0
+    preemptions: int = 0
+    retry_at: float | None = None  # while backing off after a failure: when it may start again
     attained_base: float = 0.0  # GPU-seconds before `since`
     runtime_base: float = 0.0
     since: float = 0.0  # when the current allocation began counting
@@ -131,7 +135,8 @@ class JobRecord:
         return JobView(
             id=self.id, spec=self.spec, state=self.state, submit_time=self.submit_time,
             allocation=self.allocation, first_start=self.first_start, running_since=self.running_since,
-            restarts=self.restarts, attained=self.attained(now), runtime=self.runtime(now), step=self.step,
+            restarts=self.restarts, resizes=self.resizes, preemptions=self.preemptions,
+            attained=self.attained(now), runtime=self.runtime(now), step=self.step,
             loss=self.loss, steps_per_s=self.steps_per_s, last_checkpoint=self.last_checkpoint,
         )
 
@@ -140,7 +145,8 @@ class JobRecord:
         view = LiveJobView(
             id=self.id, spec=self.spec, state=self.state, submit_time=self.submit_time,
             allocation=self.allocation, first_start=self.first_start, running_since=self.running_since,
-            restarts=self.restarts, attained=self.attained_base, runtime=self.runtime_base, step=self.step,
+            restarts=self.restarts, resizes=self.resizes, preemptions=self.preemptions,
+            attained=self.attained_base, runtime=self.runtime_base, step=self.step,
             loss=self.loss, steps_per_s=self.steps_per_s, last_checkpoint=self.last_checkpoint,
         )
         object.__setattr__(view, "_clock", clock)

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from trainmaster.core.actions import Action
 from trainmaster.core.clock import Clock
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Event
+
+
+class Outcome(enum.Enum):
+    """How a job's last attempt ended while no daemon was watching it."""
+
+    SUCCEEDED = "succeeded"  # every worker exited 0: the job is done, never run it again
+    FAILED = "failed"  # a task exited with an error code: a failure, counted against maxRestarts
+    INTERRUPTED = "interrupted"  # killed, or stopping: resume from the checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    job_id: str
+    attempt: int
+    outcome: Outcome
+    detail: str
+    ended_at: float | None = None  # wall time the last worker's exit code was written (SUCCEEDED only)
+    step: int | None = None  # the last step the attempt reported
 
 
 class Engine(Protocol):
@@ -36,4 +56,13 @@ class Engine(Protocol):
 
     def idle(self) -> bool:
         """True when no event can happen unless new actions arrive."""
+        ...
+
+    def recover(self) -> Mapping[str, Recovered]:
+        """At daemon start, before any job starts: end what a dead predecessor left running, and say how
+        each job's last attempt ended (job id -> Recovered). An engine that keeps nothing returns {}."""
+        ...
+
+    def close(self) -> None:
+        """Stop every task (they checkpoint) and free what the engine holds."""
         ...

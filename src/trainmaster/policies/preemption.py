@@ -67,8 +67,9 @@ class _Holders:
     queues; a service, any of them. Kept in step with `ws.allocations` by `sync`.
     """
 
-    def __init__(self, snap: Snapshot, ws: Workspace, book: QueueBook) -> None:
+    def __init__(self, snap: Snapshot, ws: Workspace, book: QueueBook, indexed: bool = True) -> None:
         self.snap, self.ws, self.book = snap, ws, book
+        self.indexed = indexed  # False: scan every holder (the reference the index must plan like)
         self.index: dict[str, dict[int, dict[str, None]]] = {}
         self.where: dict[str, tuple[str, int]] = {}
         for jid, alloc in ws.allocations.items():
@@ -93,6 +94,8 @@ class _Holders:
 
     def candidates(self, claimant: JobView, quota_blocked: bool) -> list[str]:
         """Every holder `_victim_kind` might accept for `claimant` (maybe more, never fewer)."""
+        if not self.indexed:
+            return [jid for jid, alloc in self.ws.allocations.items() if alloc and jid in self.snap.jobs]
         mine = self.book.queue_of(claimant)
         service = claimant.spec.kind is JobKind.SERVICE
         reclaim = not service and not quota_blocked and self.book.within_quota(claimant, claimant.spec.min_resources)
@@ -157,10 +160,11 @@ def _serve(claimant: JobView, snap: Snapshot, ws: Workspace, book: QueueBook, ho
     return True, moved
 
 
-def preempt(min_runtime: float = MIN_RUNTIME) -> AfterHook:
+def preempt(min_runtime: float = MIN_RUNTIME, victim_index: bool = True) -> AfterHook:
+    """Priority preemption and reclaim; `victim_index=False` scans every holder (slower, same plans)."""
     def hook(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
         book = QueueBook(snap, ws)
-        holders = _Holders(snap, ws, book)
+        holders = _Holders(snap, ws, book, victim_index)
         still: list[JobView] = []
         for claimant in blocked:
             if claimant.id in ws.allocations or claimant.id in ws.rejected:

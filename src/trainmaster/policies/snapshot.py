@@ -25,7 +25,9 @@ class JobView:
     allocation: Allocation = EMPTY
     first_start: float | None = None
     running_since: float | None = None  # last (re)start of the current allocation
-    restarts: int = 0
+    restarts: int = 0  # restarts after failures (a task crashed, a node was lost, the daemon restarted)
+    resizes: int = 0
+    preemptions: int = 0
     attained: float = 0.0  # GPU-seconds of service so far (Tiresias' attained service)
     runtime: float = 0.0  # seconds spent holding resources so far
     step: int = 0  # last reported step

@@ -27,7 +27,7 @@ Backfill = Literal["none", "greedy", "reserve"]
 
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
           min_runtime: float = MIN_RUNTIME, load_line: float = LOAD_LINE, interval: float | None = 300.0,
-          use_models: bool = False, reserve_after: float = 0.0) -> Cycle:
+          use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True) -> Cycle:
     """A queue-aware cycle.
 
     `backfill`: "none" (strict order: a blocked head job blocks everyone after
@@ -38,7 +38,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     strict = backfill != "greedy"
     after: list[AfterHook] = []
     if preemption:
-        after.append(preempt(min_runtime))
+        after.append(preempt(min_runtime, victim_index))
     if backfill == "reserve":
         after.append(backfill_hook(reserve_after))
     if elastic:

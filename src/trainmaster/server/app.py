@@ -53,7 +53,9 @@ class Job(BaseModel):
     first_start: float | None
     finish_time: float | None
     jct: float | None
-    restarts: int
+    restarts: int  # after failures (a task crashed, a node was lost, the daemon restarted)
+    resizes: int
+    preemptions: int
     step: int
     loss: float | None
     steps_per_s: float | None

@@ -4,9 +4,12 @@ Only the daemon thread touches the Controller. API threads validate and commit
 a job to the store, then queue a command; reads come from the store or from
 views the daemon thread republishes after every step (plain immutable values,
 swapped in whole). A daemon killed at any moment restarts from the store:
-unfinished jobs go back to the controller with their ids and submit times,
-after the engine has killed any task process the dead daemon left behind, and
-the engine restarts each from its checkpoint; nothing runs twice.
+the engine first kills any task process the dead daemon left behind and
+reads what each job's last attempt left (its tasks' exit codes). A job whose
+workers all exited 0 while no daemon watched is recorded as succeeded and
+never runs again; one whose task failed counts a restart; the rest go back
+to the controller with their ids and submit times and resume from their
+checkpoints. Nothing runs twice.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.queue import QueueSpec
 from trainmaster.core.spec import job_from_mapping
 from trainmaster.core.states import JobState
-from trainmaster.engines.base import Engine
+from trainmaster.engines.base import Engine, Outcome, Recovered
 from trainmaster.policies.registry import available, make_policy
 from trainmaster.policies.snapshot import Policy, Snapshot
 from trainmaster.policies.workspace import never_fits
@@ -106,9 +109,7 @@ class Daemon:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        close = getattr(self.engine, "close", None)  # beyond the Engine protocol: the local engine has it
-        if callable(close):
-            close()
+        self.engine.close()
 
     @property
     def alive(self) -> bool:
@@ -116,40 +117,61 @@ class Daemon:
 
     def recover(self) -> int:
         """Hand every unfinished job in the store back to the controller; returns how many."""
-        cleanup = getattr(self.engine, "cleanup_orphans", None)
-        if callable(cleanup):
-            cleanup()  # kill tasks a killed daemon left running, so nothing runs twice
+        ended = self.engine.recover()  # kills what a killed daemon left running, so nothing runs twice
         rows = self.store.unfinished()
         self._recovering = True
         try:
             for row in rows:
-                self._recover_one(row)
+                self._recover_one(row, ended.get(row["id"]))
         finally:
             self._recovering = False
         self._flush()
         return len(rows)
 
-    def _recover_one(self, row: dict[str, Any]) -> None:
+    def _recover_one(self, row: dict[str, Any], ended: Recovered | None) -> None:
         c = self.controller
         now = c.clock.now()
+        if ended is not None and ended.outcome is Outcome.SUCCEEDED:  # finished while no daemon watched
+            self._batch.jobs[row["id"]] = {"state": JobState.SUCCEEDED.value, "finish_time": ended.ended_at or now,
+                                           "step": row["step"] if ended.step is None else ended.step,
+                                           "allocation": "", "gpus": 0, "tasks": 0,
+                                           "message": f"finished while the daemon was down ({ended.detail})"}
+            self._batch.tasks[row["id"]] = []
+            self._batch.events.append((now, row["id"], "recovered", JobState.SUCCEEDED.value, "", 0, 0,
+                                       ended.detail))
+            log.info("recovery: job %s finished while the daemon was down (%s)", row["id"], ended.detail)
+            return
         try:
             spec = job_from_mapping(row["doc"])
         except TrainmasterError as exc:  # accepted by an older build, invalid now
             self._batch.jobs[row["id"]] = {"state": JobState.FAILED.value, "finish_time": now,
                                            "message": f"cannot recover: {exc}"}
             return
+        was_active = JobState(row["state"]).active
+        failed = was_active and ended is not None and ended.outcome is Outcome.FAILED
+        if failed and row["restarts"] >= spec.max_restarts:
+            assert ended is not None
+            self._batch.jobs[row["id"]] = {"state": JobState.FAILED.value, "finish_time": now,
+                                           "message": f"failed after {row['restarts']} restarts: {ended.detail}"}
+            return
         jid = c.submit(spec, row["id"], at=row["submit_time"])
         record = c.jobs[jid]
         self._changed.add(jid)
         if jid not in c.live:  # rejected on the way back in (its queue is gone from the configuration)
             return
-        was_active = JobState(row["state"]).active
         record.restarts = row["restarts"] + int(was_active)
+        record.resizes = row["resizes"]
+        record.preemptions = row["preemptions"]
         record.first_start = row["first_start"]
         record.step = row["step"]
         record.loss = row["loss"]
-        record.note(now, "daemon restarted: resuming from the last checkpoint" if was_active
-                    else "daemon restarted: waiting again")
+        if failed:
+            assert ended is not None
+            record.note(now, f"daemon restarted: a task failed while it was down ({ended.detail}); "
+                             "restarting from the last checkpoint")
+        else:
+            record.note(now, "daemon restarted: resuming from the last checkpoint" if was_active
+                        else "daemon restarted: waiting again")
         if row["cancel_requested"]:
             c.cancel(jid, "cancelled by the user")
 
@@ -232,7 +254,7 @@ class Daemon:
         return None if parked is None else wait_of(job_id in self._held, parked.spec, self._state_of)
 
     def _hold(self, job_id: str) -> None:
-        record = self.controller.live.get(job_id)
+        record = self.controller.live.get(job_id) or self.controller.parked.get(job_id)  # (parked: backing off)
         if record is None and job_id not in self._parked:
             raise Conflict(f"job {job_id} has ended; only a pending job can be held")
         if record is not None and record.state is not JobState.PENDING:
@@ -253,10 +275,11 @@ class Daemon:
         self._recheck(job_id)
 
     def _update(self, job_id: str, spec: JobSpec) -> None:
-        if job_id in self.controller.live:
+        record = self.controller.jobs.get(job_id)
+        if record is not None and not record.state.terminal:
             self.controller.update(job_id, spec)
-            self.controller.live[job_id].note(self.controller.clock.now(), "updated by the user: priority "
-                                              f"{spec.priority}, worker max {spec.roles[Role.WORKER].max}")
+            record.note(self.controller.clock.now(),
+                        f"updated by the user: priority {spec.priority}, worker max {spec.roles[Role.WORKER].max}")
             self._changed.add(job_id)
         elif job_id in self._parked:
             self._parked[job_id].spec = spec
@@ -287,7 +310,8 @@ class Daemon:
             c.submit(parked.spec, job_id, at=parked.submit_time)
             old, new = parked.record, c.jobs[job_id]
             if old is not None:  # back from a hold: keep its books
-                for name in ("restarts", "first_start", "step", "loss", "last_checkpoint", "decisions"):
+                for name in ("restarts", "resizes", "preemptions", "first_start", "step", "loss", "last_checkpoint",
+                             "decisions"):
                     setattr(new, name, getattr(old, name))
             if old is not None or parked.spec.after:
                 new.note(c.clock.now(), "released: waiting for resources" if old is not None
@@ -334,18 +358,21 @@ class Daemon:
 
     # -- the loop (daemon thread) ---------------------------------------------------
     def _run(self) -> None:
+        failures = 0  # in a row: the pause after a failed step doubles, up to 30 s
         while not self._stop.is_set():
             try:
                 self._drain()
                 self.controller.step(max_wait=self.poll)
                 self._log_decision()
                 self._flush()
-                if not self.controller.live and self.engine.idle():
+                if not self.controller.live and not self.controller.parked and self.engine.idle():
                     self._wait_for_command(self.poll)
+                failures = 0
             except Exception:  # keep serving: one bad step must not stop the scheduler
                 self.errors += 1
-                log.exception("controller step failed")
-                self._stop.wait(self.poll)
+                failures += 1
+                log.exception("controller step failed (%d in a row)", failures)
+                self._stop.wait(min(30.0, self.poll * 2 ** failures))
 
     def _drain(self) -> None:
         while True:
@@ -469,7 +496,8 @@ def _queue_fields(q: QueueSpec | None) -> dict[str, Any]:
 def _columns(record: JobRecord) -> dict[str, Any]:
     return {
         "state": record.state.value, "first_start": record.first_start, "finish_time": record.finish_time,
-        "restarts": record.restarts, "step": record.step, "loss": record.loss, "steps_per_s": record.steps_per_s,
+        "restarts": record.restarts, "resizes": record.resizes, "preemptions": record.preemptions,
+        "step": record.step, "loss": record.loss, "steps_per_s": record.steps_per_s,
         "allocation": record.allocation.describe() if record.allocation else "",
         "gpus": record.allocation.gpus(record.spec), "tasks": len(record.allocation),
         "why": record.why, "message": record.message,

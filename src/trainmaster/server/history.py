@@ -17,7 +17,6 @@ from typing import Any
 from trainmaster.server.store import Store
 
 _EXIT = re.compile(r"exited with code (-?\d+)")
-RESIZE, PREEMPTED = "resize", "preempted"
 
 
 def gpu_seconds(changes: Sequence[tuple[float, str, int]], end: float) -> float:
@@ -53,10 +52,7 @@ def history(store: Store, now: float, states: Iterable[str] = (), queue: str | N
             "elapsed": None if start is None else (end if end is not None else now) - start,
             "exit_code": exit_code(r["state"], r["message"]), "message": r["message"],
             "gpu_hours": gpu_seconds(events, end if end is not None else now) / 3600,
-            "restarts": r["restarts"],
-            # counted by the controller where this build keeps them apart, else from the recorded events
-            "resizes": r.get("resizes") or sum(e[1] == RESIZE for e in events),
-            "preemptions": r.get("preemptions") or sum(e[1] == PREEMPTED for e in events),
+            "restarts": r["restarts"], "resizes": r["resizes"], "preemptions": r["preemptions"],
             "cost": None,  # no prices yet: blank until cost exists
             "held": r.get("held", False),
         })

@@ -36,6 +36,7 @@ class ServerConfig:
     queues: Path | None = None
     max_body: int = MAX_BODY
     poll: float = 0.1
+    ledger_journal: Path | None = None  # append every booking of cores and GPUs here (audits, the chaos test)
     log_level: str = "info"  # debug | info | warning (server.logs)
 
 
@@ -72,7 +73,7 @@ def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     run_dir = config.data_dir / "runs"
     store = Store(config.data_dir / "trainmaster.db")
-    engine = LocalEngine(cluster, run_dir=run_dir)
+    engine = LocalEngine(cluster, run_dir=run_dir, ledger_journal=config.ledger_journal)
     return Daemon(store, engine, policy, queues=queues, poll=config.poll), store, run_dir
 
 

@@ -97,8 +97,8 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 # Columns of `jobs` the controller thread keeps up to date.
-LIVE_COLUMNS = ("state", "first_start", "finish_time", "restarts", "step", "loss", "steps_per_s",
-                "allocation", "gpus", "tasks", "why", "message")
+LIVE_COLUMNS = ("state", "first_start", "finish_time", "restarts", "resizes", "preemptions", "step", "loss",
+                "steps_per_s", "allocation", "gpus", "tasks", "why", "message")
 UNFINISHED = tuple(s.value for s in JobState if not s.terminal)
 
 

@@ -1,8 +1,14 @@
-"""Task processes: launch in their own session, pin to cores, log to a file, leave a pid file.
+"""Task processes: launch in their own session, pin to cores, log to a file, leave a pid file and an exit code.
 
 The pid file (`run_dir/<job>/pids/<role>-<index>.pid`) holds the pid and the
 kernel's start time of the process, so a restarted daemon can find the tasks
 a killed predecessor left behind, and never mistakes a recycled pid for one.
+
+A task runs under a small `sh` wrapper that writes the command's exit code to
+`run_dir/<job>/exits/attempt-<n>/<role>-<index>` when it ends (a pre-started
+interpreter writes it itself), so a daemon that was down when a task ended
+judges it by what it left, never by relaunching it. A task killed with SIGKILL
+leaves no code: it did not finish.
 """
 
 from __future__ import annotations
@@ -10,12 +16,27 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from trainmaster.core.resources import Resources
+
+# `sh -c WRAPPER EXIT_FILE PID_FILE COMMAND...`. The shell first waits (5 s at most) for the engine to write
+# its pid file, so no task ever runs that a restarted daemon could not find (a daemon killed between the
+# fork and the pid file would otherwise leave one behind, untracked). It then runs the command and records
+# its exit code atomically. The trap keeps the shell alive through the SIGTERM sent to the task's process
+# group (the command checkpoints and exits); a trap with a handler is reset to the default in the command,
+# unlike an ignored signal.
+WRAPPER = ('n=0; while [ ! -e "$1" ]; do n=$((n+1)); [ "$n" -gt 500 ] && exit 70; sleep 0.01; done; shift; '
+           'trap : TERM INT HUP; "$@"; code=$?; '
+           'printf "%s\\n" "$code" > "$0.tmp" && mv -f "$0.tmp" "$0"; exit "$code"')
+LOG_MODE = 0o600
+TASKSET = shutil.which("taskset")  # pins the wrapper before it forks the command (util-linux)
 
 
 def start_time(pid: int) -> str | None:
@@ -56,10 +77,9 @@ class Task:
     proc: subprocess.Popen[bytes]
     log_path: Path
     pid_path: Path
+    need: Resources = field(default_factory=Resources)  # what the ledger booked for it on `node`
     started: str | None = None
     exit_code: int | None = None
-    killed: bool = False  # SIGKILLed by the engine (revocation, broken gang)
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -80,8 +100,6 @@ class Task:
 
     def signal(self, sig: signal.Signals) -> None:
         if self.poll() is None:
-            if sig is signal.SIGKILL:
-                self.killed = True
             kill_group(self.pid, sig)
 
 
@@ -92,25 +110,59 @@ def start_spare(python: str, cwd: Path, env: Mapping[str, str]) -> subprocess.Po
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
+def exit_file(job_dir: Path, attempt: int, name: str) -> Path:
+    """Where the task `name` of `attempt` leaves its exit code."""
+    return job_dir / "exits" / f"attempt-{attempt}" / name
+
+
+def read_exit(path: Path) -> int | None:
+    """The exit code a task left, None if it left none (still running, or killed)."""
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def open_log(path: Path) -> int:
+    """The task's log for appending, readable by the owner only (a job's output can hold secrets)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, LOG_MODE)
+    os.fchmod(fd, LOG_MODE)
+    return fd
+
+
 def launch(*, job_id: str, role: str, index: int, node: str, attempt: int, command: Sequence[str],
            cwd: Path, env: Mapping[str, str], cores: list[int], gpus: list[int], job_dir: Path,
-           spare: subprocess.Popen[bytes] | None = None) -> Task:
-    """Start one task process (or hand the command to a `spare`); output appends to `job_dir/<role>-<index>.log`."""
-    log_path = job_dir / f"{role}-{index}.log"
+           need: Resources | None = None, spare: subprocess.Popen[bytes] | None = None) -> Task:
+    """Start one task process (or hand the command to a `spare`); output appends to `job_dir/<role>-<index>.log`.
+
+    Raises OSError or ValueError when the process cannot be started (the engine reports that as the job's failure).
+    """
+    name = f"{role}-{index}"
+    log_path = job_dir / f"{name}.log"
     pid_dir = job_dir / "pids"
     pid_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        log.write(f"=== trainmaster: attempt {attempt} on node {node}, cores {cores}, gpus {gpus}"
-                  f"{' (pre-started)' if spare else ''} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
-        log.flush()
+    pid_path = pid_dir / f"{name}.pid"
+    pid_path.unlink(missing_ok=True)
+    code_path = exit_file(job_dir, attempt, name)
+    code_path.parent.mkdir(parents=True, exist_ok=True)
+    code_path.unlink(missing_ok=True)
+    log = open_log(log_path)
+    try:
+        os.write(log, f"=== trainmaster: attempt {attempt} on node {node}, cores {cores}, gpus {gpus}"
+                      f"{' (pre-started)' if spare else ''} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
         if spare is not None and spare.stdin is not None:
-            request = {"argv": list(command[1:]), "cwd": str(cwd), "env": dict(env), "log": str(log_path)}
+            request = {"argv": list(command[1:]), "cwd": str(cwd), "env": dict(env), "log": str(log_path),
+                       "exit_file": str(code_path), "pid_file": str(pid_path)}
             spare.stdin.write((json.dumps(request) + "\n").encode())
             spare.stdin.close()
             proc = spare
         else:
-            proc = subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            pin = ["taskset", "-c", ",".join(map(str, cores))] if TASKSET and cores else []
+            proc = subprocess.Popen([*pin, "/bin/sh", "-c", WRAPPER, str(code_path), str(pid_path), *command], cwd=cwd,
+                                    env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+    finally:
+        os.close(log)
     try:  # every thread: a pre-started interpreter may already have some
         threads = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
     except OSError:
@@ -118,14 +170,35 @@ def launch(*, job_id: str, role: str, index: int, node: str, attempt: int, comma
     for tid in threads:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(tid, cores)
-    pid_path = pid_dir / f"{role}-{index}.pid"
     started = start_time(proc.pid)
     tmp = pid_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": proc.pid, "start": started, "job": job_id, "task": f"{role}-{index}",
+    tmp.write_text(json.dumps({"pid": proc.pid, "start": started, "job": job_id, "task": name,
                                "attempt": attempt}))
     os.replace(tmp, pid_path)
     return Task(job_id=job_id, role=role, index=index, node=node, attempt=attempt, cores=cores, gpus=gpus,
-                proc=proc, log_path=log_path, pid_path=pid_path, started=started)
+                proc=proc, log_path=log_path, pid_path=pid_path, need=need or Resources(), started=started)
+
+
+def rotate_log(path: Path, limit: int) -> bool:
+    """Keep a task's log under `limit` bytes in all: past half of it, the log moves to `<log>.1` (copy-truncate).
+
+    The task keeps appending to the same open file (O_APPEND), so it writes at
+    the new end after the truncate; lines written between the copy and the
+    truncate are lost, as with logrotate's copytruncate.
+    """
+    try:
+        if path.stat().st_size <= limit // 2:
+            return False
+        old = path.with_name(path.name + ".1")
+        tmp = path.with_name(path.name + ".1.tmp")
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            os.fchmod(dst.fileno(), LOG_MODE)
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, old)
+        os.truncate(path, 0)
+    except OSError:
+        return False
+    return True
 
 
 def find_orphans(run_dir: Path) -> list[tuple[Path, int, str | None]]:

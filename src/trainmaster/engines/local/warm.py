@@ -5,6 +5,7 @@
 environment, working directory and log file are swapped in and the script
 runs as `__main__`, exactly as `python <argv>` would, minus the seconds of
 `import torch`. If the engine goes away first, stdin closes and it exits.
+Like the engine's shell wrapper, it leaves the task's exit code in `exit_file`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import os
 import runpy
 import sys
+import time
+import traceback
 
 import torch  # noqa: F401  (the reason this process exists: pay for the import before a task needs it)
 
@@ -23,7 +26,7 @@ def become(request: dict[str, object]) -> None:
     os.chdir(str(request["cwd"]))
     os.environ.clear()
     os.environ.update(env)
-    fd = os.open(str(request["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(str(request["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
@@ -42,11 +45,44 @@ def become(request: dict[str, object]) -> None:
         runpy.run_path(argv[0], run_name="__main__")
 
 
+def exit_code(exc: SystemExit) -> int:
+    """The status `sys.exit(arg)` gives the shell: None is 0, an int itself, anything else 1."""
+    if exc.code is None:
+        return 0
+    return exc.code if isinstance(exc.code, int) else 1
+
+
+def record_exit(path: str, code: int) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{code}\n")
+    os.replace(tmp, path)
+
+
 def main() -> None:
     line = sys.stdin.readline()
     if not line.strip():
         return  # the engine closed without using this process
-    become(json.loads(line))
+    request = json.loads(line)
+    pid_file = str(request.get("pid_file") or "")
+    deadline = time.monotonic() + 5.0  # run only once the engine has recorded this process (see tasks.WRAPPER)
+    while pid_file and not os.path.exists(pid_file):
+        if time.monotonic() > deadline:
+            raise SystemExit(70)
+        time.sleep(0.01)
+    code = 0
+    try:
+        become(request)
+    except SystemExit as exc:
+        code = exit_code(exc)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if request.get("exit_file"):
+        record_exit(str(request["exit_file"]), code)
+    raise SystemExit(code)  # ends as `python script.py` would: atexit handlers, non-daemon threads joined
 
 
 if __name__ == "__main__":

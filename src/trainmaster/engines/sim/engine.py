@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
@@ -19,6 +19,7 @@ from trainmaster.core.clock import ManualClock
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Event, JobArrived, JobFinished, JobRunning, NodeLost, Report
 from trainmaster.core.job import JobSpec
+from trainmaster.engines.base import Recovered
 from trainmaster.workloads.base import JobTruth, Workload
 
 EPS = 1e-9
@@ -75,6 +76,12 @@ class SimEngine:
         heapq.heapify(self._heap)
 
     # -- engine protocol -----------------------------------------------------
+    def recover(self) -> Mapping[str, Recovered]:
+        return {}  # a simulation starts from nothing
+
+    def close(self) -> None:
+        """Nothing runs outside this process."""
+
     def cluster(self) -> Cluster:
         return self._cluster
 
