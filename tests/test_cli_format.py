@@ -11,9 +11,12 @@ import time
 from datetime import datetime
 
 import pytest
+from rich.console import Console
+from rich.table import Table
 
 from queue_builders import J, simulate
 from server_harness import cli
+from trainmaster.cli.console import LONG, make_console
 from trainmaster.cli.history import DEFAULT, columns
 from trainmaster.cli.main import build_parser, main
 from trainmaster.cli.sbatch import parse_array
@@ -87,6 +90,26 @@ def test_every_command_has_a_one_line_description_and_an_example(capsys: pytest.
         description = text.split("\n\n")[1]
         assert description.strip() and "\n" not in description.strip().replace("\n ", " ").rstrip(), name
         assert re.search(rf"^examples?:\n  trainmaster {name}\b", text, re.M), f"{name} --help has no example"
+
+
+def test_long_cells_end_in_an_ellipsis_on_a_terminal_and_are_whole_when_piped(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    reason = "dependency: waits for " + ", ".join(f"job-number-{i}" for i in range(8)) + " to succeed"
+
+    def render(console: Console) -> str:
+        table = Table(box=None)
+        table.add_column("JOB")
+        table.add_column("REASON", **LONG)
+        table.add_row("j", reason)
+        with console.capture() as out:
+            console.print(table)
+        return out.get()
+
+    terminal = render(Console(width=60, force_terminal=True, color_system=None))
+    assert "…" in terminal and len(terminal.splitlines()) == 2 and reason not in terminal
+    piped = make_console()  # pytest captures stdout: not a terminal
+    assert not piped.is_terminal
+    assert reason in render(piped) and "…" not in render(piped)
 
 
 def test_version_through_the_real_cli() -> None:

@@ -175,8 +175,11 @@ def test_queue_watch_redraws_and_piped_reasons_are_never_cut(server: ServerProce
     reason = f"dependency: waits for {dep} to succeed"
     assert len(reason) > 80
     assert sum(reason in line and line.split()[0] == waiting for line in out.splitlines()) == 2
+    code, out, err = run(server, "cancel", waiting)  # a gated job never reached the scheduler: ends at once
+    assert code == 0, err
+    assert wait_state(server, waiting, "cancelled")["first_start"] is None
     go.touch()
-    for jid in (wall, dep, waiting):
+    for jid in (wall, dep):
         wait_state(server, jid, "succeeded")
 
 
@@ -193,8 +196,9 @@ def test_server_log_has_one_line_per_request_and_decision_summaries(server: Serv
 
 
 def test_token_from_flag_or_file_and_a_401_that_names_them(tmp_path: Path) -> None:
-    proc = ServerProcess(tmp_path / "guarded", token="s3cret").start()
+    proc = ServerProcess(tmp_path / "guarded", token="s3cret")
     try:
+        proc.start()
         done = cli("queue", "--url", proc.url, env={"TRAINMASTER_TOKEN": ""})
         assert done.returncode == 2
         assert "TRAINMASTER_TOKEN" in done.stderr and "--token" in done.stderr and "--token-file" in done.stderr
@@ -208,8 +212,9 @@ def test_token_from_flag_or_file_and_a_401_that_names_them(tmp_path: Path) -> No
 
 
 def test_hold_survives_a_daemon_restart(tmp_path: Path) -> None:
-    proc = ServerProcess(tmp_path / "restart").start()
+    proc = ServerProcess(tmp_path / "restart")
     try:
+        proc.start()
         wall, go = blocker(proc, tmp_path, "wall")
         held = submit(proc, tmp_path, "held", "echo held")
         after = submit(proc, tmp_path, "after", "echo after", "--after", wall)

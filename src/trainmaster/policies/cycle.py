@@ -237,5 +237,6 @@ class Cycle:
             blocked = hook(snap, blocked, ws)
         t5 = clock()
         plan = ws.plan()  # 6. the controller diffs the plan into actions
-        return replace(plan, timings={"snapshot": t1 - t0, "admit": t2 - t1, "size": t3 - t2, "place": t4 - t3,
-                                      "after": t5 - t4, "plan": clock() - t5})
+        return Plan(allocations=plan.allocations, reasons=plan.reasons, rejected=plan.rejected, eta=plan.eta,
+                    timings={"snapshot": t1 - t0, "admit": t2 - t1, "size": t3 - t2, "place": t4 - t3,
+                             "after": t5 - t4, "plan": clock() - t5})
