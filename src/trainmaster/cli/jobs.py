@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trainmaster.cli.client import Client
@@ -93,7 +94,8 @@ def queue(client: Client, args: argparse.Namespace, console: Console) -> Any:
         table.add_row(r["id"], r["queue"], str(r["priority"]), _state(r["state"]), _duration(end - r["submit_time"]),
                       r["allocation"] or "-", str(r["step"]), _num(r["loss"]), str(r["restarts"]),
                       str(r["resizes"]), str(r["preemptions"]),
-                      humanize(r["message"] if r["state"] in ("failed", "rejected", "cancelled") else r["why"], now))
+                      escape(humanize(r["message"] if r["state"] in ("failed", "rejected", "cancelled")
+                                      else r["why"], now)))
     console.print(table if rows else "no jobs")
     return None
 
@@ -112,7 +114,8 @@ def status(client: Client, args: argparse.Namespace, console: Console) -> Any:
                        ("step", row["step"]), ("loss", _num(row["loss"])), ("steps/s", _num(row["steps_per_s"])),
                        ("restarts (failures)", row["restarts"]), ("resizes", row["resizes"]),
                        ("preemptions", row["preemptions"]), ("waited", wait), ("jct", jct),
-                       ("why", row["why"]), ("message", row["message"] or "-")):
+                       ("why", escape(humanize(row["why"], time.time()))),
+                       ("message", escape(humanize(row["message"] or "-", time.time())))):
         table.add_row(key, str(value))
     console.print(table)
     return None
@@ -143,14 +146,14 @@ def why(client: Client, args: argparse.Namespace, console: Console) -> Any:
         return out
     now = time.time()
     category = f" ({out['category']})" if out.get("category") else ""
-    reason = humanize(out.get("reason") or "-", now)
+    reason = escape(humanize(out.get("reason") or "-", now))
     console.print(f"[bold]{out['id']}[/bold] is {_state(out['state'])}{category}: {reason}", highlight=False)
     if out.get("eta") is not None:
         console.print(f"predicted start: {clock(out['eta'])} ({relative(out['eta'], now)})", highlight=False)
     elif out["state"] == "pending":
         console.print("predicted start: unknown (running jobs have no estimates, or it waits on people)")
     for d in out.get("decisions", [])[-10:]:
-        console.print(f"  {relative(d['time'], now):>12}  {humanize(d['text'], now)}", highlight=False)
+        console.print(f"  {relative(d['time'], now):>12}  {escape(humanize(d['text'], now))}", highlight=False)
     return None
 
 
