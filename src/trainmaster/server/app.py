@@ -228,6 +228,10 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
     async def conflict(request: Request, exc: Conflict) -> JSONResponse:
         return _error(409, str(exc), "job")
 
+    @app.exception_handler(TimeoutError)
+    async def busy(request: Request, exc: TimeoutError) -> JSONResponse:  # `daemon.call` found no time for it
+        return _error(503, "the scheduler did not take the request in time", None, "try again in a moment")
+
     def live_or_409(job_id: str, verb: str) -> dict[str, Any]:
         row = job_or_404(job_id)
         if JobState(row["state"]).terminal:
