@@ -26,8 +26,9 @@ from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.core.spec import job_from_mapping
 from trainmaster.core.states import JobState
-from trainmaster.engines.local.engine import LocalEngine, Phase
-from trainmaster.engines.local.machine import Ledger, LedgerError
+from trainmaster.engines.gang import Phase
+from trainmaster.engines.ledger import Ledger, LedgerError
+from trainmaster.engines.local.engine import LocalEngine
 from trainmaster.engines.local.tasks import rotate_log
 from trainmaster.policies.fifo import make as fifo
 
@@ -110,12 +111,12 @@ def test_a_stopping_task_keeps_its_gpu_until_it_is_gone(engine: Any, tmp_path: P
     eng.apply([Action(ActionKind.STOP, "stubborn", stubborn, cause=StopCause.PREEMPT),
                Action(ActionKind.START, "probe", probe, on_g)])
     eng.wait(0.5)
-    assert eng.phase("probe") is Phase.WAITING and eng.ledger.gpu_busy == {0}
+    assert eng.phase("probe") is Phase.WAITING and eng.ledger.gpu_busy["g"] == {0}
     os.killpg(eng.pids("stubborn")["worker-0"], signal.SIGKILL)
     events = wait_for(eng, lambda seen: any(isinstance(e, JobFinished) for e in seen))
     assert next(e for e in events if isinstance(e, JobFinished)).succeeded
     assert "gpus=[0]" in (eng.job_dir("probe") / "worker-0.log").read_text()
-    assert eng.ledger.gpu_busy == set()
+    assert eng.ledger.gpu_busy["g"] == set()
 
 
 def test_the_ledger_never_hands_out_less_than_asked() -> None:
@@ -197,3 +198,42 @@ def test_a_launch_that_cannot_start_for_now_is_a_task_failure(engine: Any) -> No
     events = eng.wait(0.5)
     failed = [e for e in events if isinstance(e, JobFinished | TaskFailed) and e.job_id == "late"]
     assert failed and "revoked node n" in failed[0].message
+
+
+REPORTER = """
+import sys, time
+import trainmaster.train as tm
+
+session = tm.init()
+for step in range(10**6):
+    loss = max(0.5, 1.0 / (step + 1)) if sys.argv[1] == "plateau" else 1.0 / (step + 1)
+    session.report(step + 1, loss=loss, epoch=(step + 1) / 10)
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize(("kind", "target", "expect"), [
+    ("steps", {"steps": 30}, "step"),
+    ("loss", {"loss": 0.05}, "loss"),
+    ("epochs", {"epochs": 3}, "epoch"),
+    ("plateau", {"plateau": 0.01, "window": 20}, "plateaued"),
+])
+def test_the_engine_enforces_each_kind_of_target(engine: Any, tmp_path: Path, kind: str, target: dict[str, Any],
+                                                 expect: str) -> None:
+    """A job that would run for ever ends, succeeded, once it reports reaching its `spec.target`."""
+    script = tmp_path / "reporter.py"
+    script.write_text(REPORTER)
+    job = job_from_mapping({"apiVersion": "trainmaster/v1", "kind": "TrainingJob", "metadata": {"name": kind},
+                            "spec": {"command": [sys.executable, str(script), kind], "target": target,
+                                     "roles": {"worker": {"min": 1, "resources": {"cpu": 1}}}}})
+    eng = engine()
+    ctl = Controller(eng, fifo(), check=True)
+    jid = ctl.submit(job)
+    ctl.run()
+    record = ctl.jobs[jid]
+    assert record.state is JobState.SUCCEEDED, record.message
+    assert record.message.startswith("reached its target") and expect in record.message
+    if kind == "steps":
+        assert 30 <= record.step < 10**6
+    if kind == "loss":
+        assert record.loss is not None and record.loss <= 0.05

@@ -6,6 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
+from trainmaster.engines.registry import ENGINES
+
 DATA_ENV = "TRAINMASTER_HOME"
 MAX_BODY = 1 << 20  # bytes; the server's default (trainmaster.server.app.MAX_BODY)
 
@@ -19,10 +21,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind; anything but loopback needs a token")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
-    p.add_argument("--policy", default=None, help="scheduling preset (default: the best one available)")
+    p.add_argument("--policy", default=None, help="scheduling preset (default: trainmaster)")
     p.add_argument("--cluster", default=None,
                    help="virtual nodes: a cluster YAML or shorthand; default: this machine as one node")
     p.add_argument("--queues", type=Path, default=None, help="queues YAML (default: one queue, `default`)")
+    p.add_argument("--engine", default="local", choices=ENGINES, help="where jobs run (default: local, this machine)")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
     p.add_argument("--ledger-journal", type=Path, default=None, metavar="FILE",
                    help="append every booking of cores and GPUs to FILE (JSON lines), to audit that none is "
@@ -40,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or Path(os.environ.get(DATA_ENV) or Path.home() / ".trainmaster")
     config = ServerConfig(data_dir=data_dir, host=args.host, port=args.port, token=read_token(args.token_file),
                           policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body,
-                          ledger_journal=args.ledger_journal, log_level=args.log_level)
+                          ledger_journal=args.ledger_journal, engine=args.engine, log_level=args.log_level)
     return serve(config)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
 
 from trainmaster.controller.diff import diff
 from trainmaster.controller.learning import attach_learning
@@ -34,6 +33,7 @@ from trainmaster.core.queue import QueueSpec
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine
+from trainmaster.models.book import JobModel
 from trainmaster.policies.snapshot import JobView, Plan, Policy, Snapshot
 
 Listener = Callable[[str, JobRecord], None]
@@ -76,8 +76,8 @@ class Controller:
         self._service_clock = ServiceClock()
         self.usage = UsageTimeline(capacity=self.cluster.total.gpu)
         self.used_gpus = 0
-        self.models: dict[str, Any] = {}
-        self.queues: dict[str, Any] = dict(queues or {})  # name -> QueueSpec; empty: one implicit queue
+        self.models: dict[str, JobModel] = {}
+        self.queues: dict[str, QueueSpec] = dict(queues or {})  # empty: one implicit queue
         self.listeners: list[Listener] = []
         self.report_sinks: list[ReportSink] = []
         self.last_plan = Plan(allocations={})
@@ -230,7 +230,7 @@ class Controller:
         )
 
     # -- bookkeeping -------------------------------------------------------
-    def _hold(self, record: JobRecord, alloc: Any, now: float) -> None:
+    def _hold(self, record: JobRecord, alloc: Allocation, now: float) -> None:
         """Swap the resources a job holds, keeping free capacity and GPU usage exact."""
         for node, res in record.allocation.per_node(record.spec).items():
             if node in self.free:
@@ -253,12 +253,7 @@ class Controller:
     def _commit(self, action: Action, now: float) -> None:
         record = self.jobs[action.job_id]
         if action.kind is ActionKind.STOP:
-            self._hold(record, EMPTY, now)
-            record.running_since = None
-            record.preemptions += 1
-            record.move(JobState.PENDING, now, action.reason)
-            record.note(now, f"preempted: {action.reason}")
-            self._emit("preempted", record)
+            self._release(record, now, StopCause.PREEMPT, action.reason)
             return
         if action.kind is ActionKind.RESIZE:
             record.resizes += 1
@@ -269,6 +264,24 @@ class Controller:
         record.move(JobState.STARTING, now, action.reason)
         record.note(now, f"{action.kind.value}: {action.allocation.describe()} ({action.reason})")
         self._emit(action.kind.value, record)
+
+    def _release(self, record: JobRecord, now: float, cause: StopCause, reason: str) -> None:
+        """An active job gives back what it holds and waits again; the one place a stop is booked.
+
+        A preemption counts as one, a failure or a lost node as a restart (against maxRestarts).
+        """
+        self._hold(record, EMPTY, now)
+        record.running_since = None
+        if cause is StopCause.PREEMPT:
+            record.preemptions += 1
+            record.move(JobState.PENDING, now, reason)
+            record.note(now, f"preempted: {reason}")
+            self._emit("preempted", record)
+            return
+        record.restarts += 1
+        record.move(JobState.PENDING, now, reason if cause is StopCause.NODE_LOST else f"task failed: {reason}")
+        if cause is StopCause.NODE_LOST:
+            record.note(now, f"{reason}; waiting to be placed again")
 
     def _finish(self, record: JobRecord, state: JobState, now: float, reason: str) -> None:
         if record.allocation:
@@ -336,11 +349,8 @@ class Controller:
         if record.restarts >= record.spec.max_restarts:
             self._finish(record, JobState.FAILED, t, f"failed after {record.restarts} restarts: {msg}")
             return
-        record.restarts += 1
+        self._release(record, t, StopCause.FAILED, msg)
         delay = min(self.backoff[1], self.backoff[0] * 2 ** (record.restarts - 1))
-        self._hold(record, EMPTY, t)
-        record.running_since = None
-        record.move(JobState.PENDING, t, f"task failed: {msg}")
         record.retry_at = t + delay
         record.note(t, f"backing off {delay:g}s before restart {record.restarts}/{record.spec.max_restarts} "
                        f"from the checkpoint: {msg}")
@@ -373,11 +383,7 @@ class Controller:
             if record.state.active and name in record.allocation.nodes:
                 self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY,
                                           f"node {name} lost", StopCause.NODE_LOST)])
-                self._hold(record, EMPTY, t)
-                record.running_since = None
-                record.restarts += 1
-                record.move(JobState.PENDING, t, f"node {name} lost")
-                record.note(t, f"node {name} lost; waiting to be placed again")
+                self._release(record, t, StopCause.NODE_LOST, f"node {name} lost")
         self.cluster = self.cluster.with_nodes(n for n in self.cluster.nodes if n.name != name)
         self.free_total = self.free_total - self.free.pop(name, Resources())
         self.usage.capacity = self.cluster.total.gpu

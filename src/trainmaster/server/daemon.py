@@ -32,7 +32,6 @@ from trainmaster.core.queue import QueueSpec
 from trainmaster.core.spec import job_from_mapping
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine, Outcome, Recovered
-from trainmaster.policies.registry import available, make_policy
 from trainmaster.policies.snapshot import Policy, Snapshot
 from trainmaster.policies.workspace import never_fits
 from trainmaster.server.gate import Conflict, Parked, Wait, wait_of
@@ -41,20 +40,6 @@ from trainmaster.server.store import Batch, Store
 log = logging.getLogger("trainmaster.server")
 T = TypeVar("T")
 DEFAULT_QUEUE = "default"
-# The best preset that exists in this build, first match wins: the daemon should resize jobs when it can.
-POLICY_PREFERENCE = ("trainmaster", "edl", "optimus", "fifo")
-
-
-def best_policy() -> Policy:
-    """The first preset of POLICY_PREFERENCE that is registered and builds (others may still be in the works)."""
-    names = set(available())
-    for name in POLICY_PREFERENCE:
-        if name in names:
-            try:
-                return make_policy(name)
-            except ImportError:
-                log.warning("policy %s is registered but does not import; trying the next", name)
-    return make_policy("fifo")
 
 
 def tasks_of(alloc: Allocation) -> list[tuple[str, int, str]]:

@@ -13,16 +13,17 @@ import uvicorn
 
 from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.queue import load_queues
-from trainmaster.engines.local.engine import LocalEngine
+from trainmaster.engines.registry import make_engine
 from trainmaster.policies.registry import make_policy
 from trainmaster.server.app import MAX_BODY, create_app
 from trainmaster.server.auth import check_bind
-from trainmaster.server.daemon import Daemon, best_policy
+from trainmaster.server.daemon import Daemon
 from trainmaster.server.logs import setup as setup_logs
 from trainmaster.server.store import Store
 from trainmaster.workloads.clusters import load_cluster
 
 log = logging.getLogger("trainmaster.server")
+DEFAULT_POLICY = "trainmaster"
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8765
     token: str | None = None
-    policy: str | None = None  # None: the best preset this build has
+    policy: str | None = None  # None: DEFAULT_POLICY
+    engine: str = "local"  # a name from engines.registry
     cluster: str | None = None  # shorthand (2x0) or a cluster YAML; None: the engine's default (this machine)
     queues: Path | None = None
     max_body: int = MAX_BODY
@@ -67,13 +69,13 @@ def lock_data_dir(data_dir: Path) -> IO[bytes]:
 
 def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
     """Open the store and engine and recover unfinished jobs; the caller holds the data-dir lock."""
-    policy = make_policy(config.policy) if config.policy else best_policy()
+    policy = make_policy(config.policy or DEFAULT_POLICY)
     queues = load_queues(config.queues) if config.queues else None
     cluster = load_cluster(config.cluster) if config.cluster else None
     config.data_dir.mkdir(parents=True, exist_ok=True)
     run_dir = config.data_dir / "runs"
     store = Store(config.data_dir / "trainmaster.db")
-    engine = LocalEngine(cluster, run_dir=run_dir, ledger_journal=config.ledger_journal)
+    engine = make_engine(config.engine, cluster=cluster, run_dir=run_dir, ledger_journal=config.ledger_journal)
     return Daemon(store, engine, policy, queues=queues, poll=config.poll), store, run_dir
 
 

@@ -20,11 +20,11 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from trainmaster.core.resources import Resources
+from trainmaster.engines.gang import TaskLaunch
 
 # `sh -c WRAPPER EXIT_FILE PID_FILE COMMAND...`. The shell first waits (5 s at most) for the engine to write
 # its pid file, so no task ever runs that a restarted daemon could not find (a daemon killed between the
@@ -65,29 +65,34 @@ def kill_group(pid: int, sig: signal.Signals) -> None:
 
 @dataclass
 class Task:
-    """One running replica of a role."""
+    """One running replica of a role: a process in its own session (a `RunningTask` of the gang engine)."""
 
-    job_id: str
-    role: str
-    index: int
-    node: str
-    attempt: int
-    cores: list[int]
-    gpus: list[int]
+    launch: TaskLaunch
     proc: subprocess.Popen[bytes]
     log_path: Path
     pid_path: Path
-    need: Resources = field(default_factory=Resources)  # what the ledger booked for it on `node`
     started: str | None = None
     exit_code: int | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.role}-{self.index}"
+        return self.launch.name
+
+    @property
+    def node(self) -> str:
+        return self.launch.node
+
+    @property
+    def attempt(self) -> int:
+        return self.launch.attempt
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def where(self) -> str:
+        return str(self.log_path)
 
     def poll(self) -> int | None:
         """Exit code once the process has ended (reaping it and removing its pid file)."""
@@ -101,6 +106,10 @@ class Task:
     def signal(self, sig: signal.Signals) -> None:
         if self.poll() is None:
             kill_group(self.pid, sig)
+
+    def reap(self) -> None:
+        self.proc.wait()
+        self.poll()
 
 
 def start_spare(python: str, cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
@@ -130,37 +139,37 @@ def open_log(path: Path) -> int:
     return fd
 
 
-def launch(*, job_id: str, role: str, index: int, node: str, attempt: int, command: Sequence[str],
-           cwd: Path, env: Mapping[str, str], cores: list[int], gpus: list[int], job_dir: Path,
-           need: Resources | None = None, spare: subprocess.Popen[bytes] | None = None) -> Task:
+def launch(task: TaskLaunch, *, cwd: Path, job_dir: Path, spare: subprocess.Popen[bytes] | None = None) -> Task:
     """Start one task process (or hand the command to a `spare`); output appends to `job_dir/<role>-<index>.log`.
 
     Raises OSError or ValueError when the process cannot be started (the engine reports that as the job's failure).
     """
-    name = f"{role}-{index}"
+    name = task.name
     log_path = job_dir / f"{name}.log"
     pid_dir = job_dir / "pids"
     pid_dir.mkdir(parents=True, exist_ok=True)
     pid_path = pid_dir / f"{name}.pid"
     pid_path.unlink(missing_ok=True)
-    code_path = exit_file(job_dir, attempt, name)
+    code_path = exit_file(job_dir, task.attempt, name)
     code_path.parent.mkdir(parents=True, exist_ok=True)
     code_path.unlink(missing_ok=True)
+    cores = list(task.cores)
     log = open_log(log_path)
     try:
-        os.write(log, f"=== trainmaster: attempt {attempt} on node {node}, cores {cores}, gpus {gpus}"
-                      f"{' (pre-started)' if spare else ''} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
+        os.write(log, f"=== trainmaster: attempt {task.attempt} on node {task.node}, cores {cores}, gpus "
+                      f"{list(task.gpus)}{' (pre-started)' if spare else ''} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n"
+                 .encode())
         if spare is not None and spare.stdin is not None:
-            request = {"argv": list(command[1:]), "cwd": str(cwd), "env": dict(env), "log": str(log_path),
+            request = {"argv": list(task.command[1:]), "cwd": str(cwd), "env": dict(task.env), "log": str(log_path),
                        "exit_file": str(code_path), "pid_file": str(pid_path)}
             spare.stdin.write((json.dumps(request) + "\n").encode())
             spare.stdin.close()
             proc = spare
         else:
             pin = ["taskset", "-c", ",".join(map(str, cores))] if TASKSET and cores else []
-            proc = subprocess.Popen([*pin, "/bin/sh", "-c", WRAPPER, str(code_path), str(pid_path), *command], cwd=cwd,
-                                    env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen([*pin, "/bin/sh", "-c", WRAPPER, str(code_path), str(pid_path), *task.command],
+                                    cwd=cwd, env=dict(task.env), stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
     finally:
         os.close(log)
     try:  # every thread: a pre-started interpreter may already have some
@@ -172,11 +181,10 @@ def launch(*, job_id: str, role: str, index: int, node: str, attempt: int, comma
             os.sched_setaffinity(tid, cores)
     started = start_time(proc.pid)
     tmp = pid_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"pid": proc.pid, "start": started, "job": job_id, "task": name,
-                               "attempt": attempt}))
+    tmp.write_text(json.dumps({"pid": proc.pid, "start": started, "job": task.job_id, "task": name,
+                               "attempt": task.attempt}))
     os.replace(tmp, pid_path)
-    return Task(job_id=job_id, role=role, index=index, node=node, attempt=attempt, cores=cores, gpus=gpus,
-                proc=proc, log_path=log_path, pid_path=pid_path, need=need or Resources(), started=started)
+    return Task(launch=task, proc=proc, log_path=log_path, pid_path=pid_path, started=started)
 
 
 def rotate_log(path: Path, limit: int) -> bool:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from trainmaster.core.job import Target
 
 
 class LineTail:
@@ -46,6 +49,7 @@ class Progress:
     steps_per_s: float | None
     samples_per_s: float | None
     checkpoint_step: int | None
+    epoch: float | None = None
 
 
 class ProgressFolder:
@@ -69,6 +73,41 @@ class ProgressFolder:
             samples = sum(int(x.get("samples", 0)) for x in tail)
             samples_per_s = samples / dt if samples else None
         self.last = end
+        epochs = [float(x["epoch"]) for x in lines if isinstance(x.get("epoch"), int | float)]
         return Progress(step=int(end["step"]), loss=sum(losses) / len(losses) if losses else None,
                         steps_per_s=steps_per_s, samples_per_s=samples_per_s,
-                        checkpoint_step=checkpoints[-1] if checkpoints else None)
+                        checkpoint_step=checkpoints[-1] if checkpoints else None,
+                        epoch=epochs[-1] if epochs else None)
+
+
+class TargetWatch:
+    """Whether a running job reached its `spec.target`, from what it reports (engines enforce targets).
+
+    steps: the reported step; epochs: the `epoch` a job reports (`session.report(step, epoch=e)`);
+    loss: the reported loss (averaged over a report line) at or below it; plateau: the loss improved by
+    less than `plateau` (relative) over the last `window` steps.
+    """
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.losses: deque[tuple[int, float]] = deque()  # (step, loss), the oldest at most `window` back
+
+    def check(self, progress: Progress) -> str | None:
+        t = self.target
+        if t.steps is not None and progress.step >= t.steps:
+            return f"step {progress.step} >= target {t.steps}"
+        if t.epochs is not None and progress.epoch is not None and progress.epoch >= t.epochs:
+            return f"epoch {progress.epoch:g} >= target {t.epochs}"
+        if progress.loss is None:
+            return None
+        if t.loss is not None and progress.loss <= t.loss:
+            return f"loss {progress.loss:.4g} <= target {t.loss:g}"
+        if t.plateau is not None:
+            self.losses.append((progress.step, progress.loss))
+            while len(self.losses) > 1 and self.losses[1][0] <= progress.step - t.window:
+                self.losses.popleft()
+            first_step, first = self.losses[0]
+            if progress.step - first_step >= t.window and first > 0 and (first - progress.loss) / first < t.plateau:
+                return (f"loss plateaued: {first:.4g} -> {progress.loss:.4g} over steps {first_step}-"
+                        f"{progress.step} (< {t.plateau:g} better)")
+        return None
