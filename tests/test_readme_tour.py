@@ -39,8 +39,8 @@ def tour_block(heading: str) -> list[str]:
 
 def environment(tmp_path: Path) -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)  # the virtualenv's `trainmaster` entry point
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "TRAINMASTER_URL": f"http://127.0.0.1:{free_port()}", "TRAINMASTER_HOME": str(tmp_path / "home"), "PYTHONFAULTHANDLER": "1"}
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONFAULTHANDLER": "1",
+            "TRAINMASTER_URL": f"http://127.0.0.1:{free_port()}", "TRAINMASTER_HOME": str(tmp_path / "home")}
 
 
 def run(line: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -92,7 +92,8 @@ def test_the_real_jobs_tour_works_line_by_line(tmp_path: Path) -> None:
             os.kill(server.pid, signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack into the log
             time.sleep(2)
             os.killpg(server.pid, signal.SIGKILL)
-            raise AssertionError(f"the server did not stop on SIGTERM: {(tmp_path / 'server.log').read_text()}")
+            raise AssertionError(f"the server did not stop on SIGTERM: {(tmp_path / 'server.log').read_text()}") \
+                from None
 
 
 def _healthy(env: dict[str, str]) -> bool:

@@ -162,6 +162,27 @@ class Client:
         out: list[dict[str, Any]] = self._json("GET", "/v1/queues")
         return out
 
+    # -- Slurm-shaped control and accounting ------------------------------------
+    def hold(self, job_id: str) -> dict[str, Any]:
+        out: dict[str, Any] = self._json("POST", f"/v1/jobs/{job_id}/hold")
+        return out
+
+    def release(self, job_id: str) -> dict[str, Any]:
+        out: dict[str, Any] = self._json("POST", f"/v1/jobs/{job_id}/release")
+        return out
+
+    def update(self, job_id: str, priority: int | None = None, max_workers: int | None = None) -> dict[str, Any]:
+        body = {k: v for k, v in (("priority", priority), ("max", max_workers)) if v is not None}
+        out: dict[str, Any] = self._json("POST", f"/v1/jobs/{job_id}/update", json=body)
+        return out
+
+    def history(self, states: Iterable[str] = (), queue: str | None = None, since: float | None = None,
+                until: float | None = None) -> list[dict[str, Any]]:
+        params = {"state": list(states), "queue": queue, "since": since, "until": until}
+        out: list[dict[str, Any]] = self._json("GET", "/v1/history",
+                                               params={k: v for k, v in params.items() if v is not None})
+        return out
+
     def wait(self, job_ids: str | Iterable[str], timeout: float | None = None, poll: float = 0.5
              ) -> list[dict[str, Any]]:
         """Block until every job has ended; returns their final records."""
@@ -178,6 +199,9 @@ class Client:
 
 
 def _message(response: httpx.Response) -> str:
+    if response.status_code == 401:
+        return (f"the server wants a token: set {TOKEN_ENV}, or pass --token TOKEN or --token-file FILE "
+                f"(it answered 401: {response.text.strip()[:120]})")
     try:
         body = response.json()
     except ValueError:

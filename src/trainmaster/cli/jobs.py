@@ -15,9 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trainmaster.cli.client import Client
+from trainmaster.cli.console import LONG, make_console
+from trainmaster.core.timefmt import clock, humanize, relative
+from trainmaster.core.timefmt import duration as _duration
 
 EXIT_CODES = "exit codes: 0 ok, 2 bad input or refused, 3 no such job, 4 server unreachable, 1 server error"
 STATE_STYLE = {"running": "green", "starting": "cyan", "pending": "yellow", "succeeded": "bold green",
@@ -33,9 +37,7 @@ def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
     def run(args: argparse.Namespace) -> int:
-        console = Console()
-        if not console.is_terminal:  # piped: do not fold the tables at 80 columns
-            console = Console(width=200)
+        console = make_console()  # piped: never folded or cut
         with Client(args.url) as client:
             result = handler(client, args, console)
         if args.json and result is not None:
@@ -85,14 +87,15 @@ def queue(client: Client, args: argparse.Namespace, console: Console) -> Any:
     table = Table(box=None, header_style="bold")
     for col in ("JOB", "QUEUE", "PRIO", "STATE", "AGE", "ALLOCATION", "STEP", "LOSS", "RESTARTS", "RESIZES",
                 "PREEMPTED", "REASON"):
-        table.add_column(col, overflow="fold", justify="right" if col in (
-            "PRIO", "STEP", "LOSS", "RESTARTS", "RESIZES", "PREEMPTED") else "left")
+        table.add_column(col, justify="right" if col in ("PRIO", "STEP", "LOSS", "RESTARTS", "RESIZES", "PREEMPTED")
+                         else "left", **(LONG if col == "REASON" else {"overflow": "fold"}))
     for r in rows:
         end = r["finish_time"] or now
         table.add_row(r["id"], r["queue"], str(r["priority"]), _state(r["state"]), _duration(end - r["submit_time"]),
                       r["allocation"] or "-", str(r["step"]), _num(r["loss"]), str(r["restarts"]),
                       str(r["resizes"]), str(r["preemptions"]),
-                      (r["message"] if r["state"] in ("failed", "rejected", "cancelled") else r["why"])[:60])
+                      escape(humanize(r["message"] if r["state"] in ("failed", "rejected", "cancelled")
+                                      else r["why"], now)))
     console.print(table if rows else "no jobs")
     return None
 
@@ -111,7 +114,8 @@ def status(client: Client, args: argparse.Namespace, console: Console) -> Any:
                        ("step", row["step"]), ("loss", _num(row["loss"])), ("steps/s", _num(row["steps_per_s"])),
                        ("restarts (failures)", row["restarts"]), ("resizes", row["resizes"]),
                        ("preemptions", row["preemptions"]), ("waited", wait), ("jct", jct),
-                       ("why", row["why"]), ("message", row["message"] or "-")):
+                       ("why", escape(humanize(row["why"], time.time()))),
+                       ("message", escape(humanize(row["message"] or "-", time.time())))):
         table.add_row(key, str(value))
     console.print(table)
     return None
@@ -140,12 +144,16 @@ def why(client: Client, args: argparse.Namespace, console: Console) -> Any:
     out = client.why(args.job)
     if args.json:
         return out
+    now = time.time()
     category = f" ({out['category']})" if out.get("category") else ""
-    console.print(f"[bold]{out['id']}[/bold] is {_state(out['state'])}{category}: {out.get('reason') or '-'}")
+    reason = escape(humanize(out.get("reason") or "-", now))
+    console.print(f"[bold]{out['id']}[/bold] is {_state(out['state'])}{category}: {reason}", highlight=False)
     if out.get("eta") is not None:
-        console.print(f"predicted start: in {_duration(max(0.0, out['eta'] - time.time()))}")
+        console.print(f"predicted start: {clock(out['eta'])} ({relative(out['eta'], now)})", highlight=False)
+    elif out["state"] == "pending":
+        console.print("predicted start: unknown (running jobs have no estimates, or it waits on people)")
     for d in out.get("decisions", [])[-10:]:
-        console.print(f"  {time.strftime('%H:%M:%S', time.localtime(d['time']))}  {d['text']}")
+        console.print(f"  {relative(d['time'], now):>12}  {escape(humanize(d['text'], now))}", highlight=False)
     return None
 
 
@@ -191,10 +199,3 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def _duration(seconds: float) -> str:
-    s = int(seconds)
-    if s < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"

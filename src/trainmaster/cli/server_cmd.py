@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ledger-journal", type=Path, default=None, metavar="FILE",
                    help="append every booking of cores and GPUs to FILE (JSON lines), to audit that none is "
                         "ever held twice")
+    p.add_argument("--log-level", choices=("debug", "info", "warning"), default="info",
+                   help="server log detail: one key=value line per request, decision, recovery (default: info)")
     p.set_defaults(func=run)
 
 
@@ -50,5 +52,5 @@ def run(args: argparse.Namespace) -> int:
     port = args.port or url.port or 8765
     config = ServerConfig(data_dir=data_dir, host=host, port=port, token=read_token(args.token_file),
                           policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body,
-                          ledger_journal=args.ledger_journal, engine=args.engine)
+                          ledger_journal=args.ledger_journal, engine=args.engine, log_level=args.log_level)
     return serve(config)

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from trainmaster.cli import sim_page
+from trainmaster.cli.console import make_console
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.metrics import JobOutcome, Summary
 from trainmaster.controller.records import JobRecord
@@ -271,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
                 bar.update(task, completed=ended, sim=f"{now / 3600:,.1f} h")
 
             results.append(simulate_one(workloads[name in ORACLE], cluster, name, config, tick))
-    Console().print(comparison_table(f"{workload.name} on {args.cluster} ({cluster.total.gpu} GPUs)", results))
+    make_console().print(comparison_table(f"{workload.name} on {args.cluster} ({cluster.total.gpu} GPUs)", results))
     if args.out is not None:
         data = report(args, workload, cluster, results)
         _write(args.out / "report.json", json.dumps(data, indent=1))

@@ -14,13 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from trainmaster.cli.console import LONG, make_console
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.why import Why, advance_to, explain, explain_pending
 from trainmaster.core.errors import SpecError
 from trainmaster.core.queue import load_queues
+from trainmaster.core.timefmt import relative
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy
 from trainmaster.workloads.clusters import load_cluster
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         out: Any = [a.as_dict() for a in answers]
         print(json.dumps(out[0] if args.job else out, indent=2))
         return 0
-    console = Console()
+    console = make_console()
     now = controller.clock.now()
     if args.job:
         answer = answers[0]
@@ -96,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     table = Table(title=f"{len(answers)} pending job(s) at t={now:.0f} under {args.policy}")
     for column in ("job", "waits for", "predicted start", "reason"):
-        table.add_column(column)
+        table.add_column(column, **(LONG if column == "reason" else {}))
     for a in sorted(answers, key=lambda a: (a.eta is None, a.eta or 0.0, a.job_id)):
-        table.add_row(a.job_id, a.category, "-" if a.eta is None else f"t={a.eta:.0f} (+{a.eta - now:.0f}s)",
-                      a.reason[:100])
+        table.add_row(a.job_id, a.category, "-" if a.eta is None else f"t={a.eta:.0f} ({relative(a.eta, now)})",
+                      escape(a.reason))
     console.print(table)
     return 0

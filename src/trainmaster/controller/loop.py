@@ -124,6 +124,23 @@ class Controller:
             self.engine.apply([Action(ActionKind.STOP, job_id, record.spec, EMPTY, reason, StopCause.CANCEL)])
         self._finish(record, JobState.CANCELLED, self.clock.now(), reason)
 
+    # -- held and dependent jobs (the daemon's gate), live updates ------------------------------
+    def withdraw(self, job_id: str) -> JobRecord:
+        """Take a pending job out of scheduling (held, or waiting on a dependency); `submit` brings it back."""
+        record = self.live.get(job_id) or self.parked.get(job_id)
+        if record is None or record.state is not JobState.PENDING or record.allocation:
+            raise TrainmasterError(f"job {job_id} is not pending; only a pending job can be held")
+        for book in (self.jobs, self.live, self.parked, self._views, self._pending, self._position, self._stale):
+            book.pop(job_id, None)  # type: ignore[attr-defined]
+        record.watch = None
+        self._dirty = True
+        return record
+
+    def update(self, job_id: str, spec: JobSpec) -> None:
+        """Swap a live job's spec (priority, replica range): the next decision uses it."""
+        self.jobs[job_id].spec = spec  # marks its cached view stale
+        self._dirty = True
+
     # -- the loop ----------------------------------------------------------
     def run(self, max_cycles: int | None = None) -> None:
         """Run until every job has ended and the engine is idle."""

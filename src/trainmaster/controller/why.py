@@ -10,6 +10,7 @@ on the running jobs' predicted finishes (`policies.backfill.predict_starts`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,17 +18,19 @@ from trainmaster.controller.loop import Controller
 from trainmaster.controller.records import JobRecord
 from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.states import JobState
+from trainmaster.core.timefmt import humanize, relative
 from trainmaster.policies.backfill import predict_starts
 from trainmaster.policies.queues import GANG, NEVER, PRIORITY, QUOTA, RESERVATION, job_order_key
 
-CATEGORIES = (QUOTA, GANG, RESERVATION, PRIORITY, NEVER)
+HELD, DEPENDENCY = "held", "dependency"  # the daemon's gate (server.gate): people, not capacity, decide
+CATEGORIES = (QUOTA, GANG, RESERVATION, PRIORITY, NEVER, HELD, DEPENDENCY)
 
 
 @dataclass(frozen=True, slots=True)
 class Why:
     job_id: str
     state: str
-    category: str  # quota | gang | reservation | priority | never | running | done | waiting
+    category: str  # quota | gang | reservation | priority | never | held | dependency | running | done | waiting
     reason: str
     eta: float | None  # predicted start (pending jobs); None when unknown or not pending
     now: float
@@ -40,12 +43,13 @@ class Why:
                 "history": [list(h) for h in self.history]}
 
     def line(self) -> str:
-        """One human line: `job: state (category) reason; predicted start ...`."""
+        """One human line: `job: state (category) reason; predicted start ...`; wall-clock instants read
+        `14:05:12 (in 3m07s)`, simulated ones `t=1000 (in 16m40s)`."""
         text = f"{self.job_id}: {self.state} ({self.category}) {self.reason}"
         if self.state == JobState.PENDING.value:
-            text += ("; predicted start t=" + f"{self.eta:.0f} (in {self.eta - self.now:.0f}s)"
+            text += (f"; predicted start t={self.eta:.0f} ({relative(self.eta, self.now)})"
                      if self.eta is not None else "; no predicted start (running jobs lack estimates)")
-        return text
+        return humanize(text, self.now)
 
 
 def advance_to(controller: Controller, at: float) -> None:
@@ -82,7 +86,9 @@ def etas(controller: Controller) -> dict[str, float | None]:
     pending = sorted((v for v in snap.jobs.values() if v.pending), key=job_order_key)
     known = {jid: t for jid, t in plan.eta.items() if jid in snap.jobs}
     allocations = {jid: v.allocation for jid, v in snap.jobs.items() if v.active}
-    return predict_starts(snap, allocations, pending, known)
+    # A decision left these jobs pending and nothing frees room before a running job ends (`not_before`).
+    decided = math.isfinite(controller.last_cycle_at)
+    return predict_starts(snap, allocations, pending, known, not_before=snap.now if decided else None)
 
 
 def explain_record(controller: Controller, record: JobRecord, eta: Mapping[str, float | None] | None) -> Why:

@@ -79,6 +79,7 @@ class JobSpec:
     job_type: str | None = None  # model family, lets speed models share a prior
     env: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+    after: tuple[str, ...] = ()  # ids of jobs that must succeed before this one starts (Slurm afterok)
 
     def role(self, role: Role) -> RoleSpec | None:
         return self.roles.get(role)

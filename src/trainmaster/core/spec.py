@@ -72,6 +72,7 @@ class _Spec(_Strict):
     estimate: str | float | None = None
     job_type: str | None = Field(default=None, alias="jobType")
     env: dict[str, str] = Field(default_factory=dict)
+    after: list[str] = Field(default_factory=list, max_length=100)  # job ids that must succeed first
 
 
 class _Document(_Strict):
@@ -185,6 +186,7 @@ def job_from_mapping(doc: object) -> JobSpec:
         job_type=spec.job_type,
         env=tuple(sorted(spec.env.items())),
         labels=tuple(sorted(meta.labels.items())),
+        after=tuple(dict.fromkeys(spec.after)),
     )
 
 

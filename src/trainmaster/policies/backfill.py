@@ -165,13 +165,17 @@ def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_afte
 
 # -- ETAs ----------------------------------------------------------------------
 def predict_starts(snap: Snapshot, allocations: Mapping[str, Allocation], pending: list[JobView],
-                   known: Mapping[str, float] | None = None) -> dict[str, float | None]:
+                   known: Mapping[str, float] | None = None, not_before: float | None = None
+                   ) -> dict[str, float | None]:
     """Predicted start of each pending job, in the given order, on aggregate capacity (conservative backfill).
 
     Running jobs free their resources at their predicted finish (never, when
     unknown); each pending job takes the earliest slot where its minimum fits
     for its predicted duration without moving an earlier one. `known` pins
-    starts the policy already predicted (the reservation). None: no predicted start.
+    starts the policy already predicted (the reservation). `not_before`: the pending
+    jobs were just decided on and did not start, so none starts before a slot after
+    it (a running job's end): aggregate capacity cannot see what held them back
+    (a reservation on their nodes, fragmentation). None: no predicted start.
     """
     times: list[float] = [snap.now]
     free: list[Resources] = [snap.cluster.total]
@@ -210,7 +214,7 @@ def predict_starts(snap: Snapshot, allocations: Mapping[str, Allocation], pendin
         if pinned is not None:
             cut(pinned)
         for i, t in enumerate(times):
-            if pinned is not None and t < pinned:
+            if (pinned is not None and t < pinned) or (pinned is None and not_before is not None and t <= not_before):
                 continue
             end = t + length
             if all(need.fits_in(free[k]) for k in range(i, len(times)) if times[k] < end):

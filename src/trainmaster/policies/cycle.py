@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from time import perf_counter
 from types import MappingProxyType
 
 from trainmaster.core.allocation import Allocation
@@ -219,13 +220,23 @@ class Cycle:
         return admitted
 
     def decide(self, snap: Snapshot) -> Plan:
+        clock = perf_counter
+        t0 = clock()
         ws = Workspace(snap, empty=self.preemptive)  # 1. scratch copy of the snapshot
         seen = _pending_only(snap) if self.pending_only and not self.preemptive else snap
+        t1 = clock()
         jobs = self.admit(seen, ws)  # 2. admit: reject what never fits, order the rest
         ws.rank = {job.id: i for i, job in enumerate(jobs)}
+        t2 = clock()
         sizes = self.size(seen, jobs, ws)  # 3. size: replicas per role per job
         ws.want = dict(sizes)
+        t3 = clock()
         blocked = self.place(seen, jobs, sizes, ws)  # 4. place: whole gangs, fewest nodes
+        t4 = clock()
         for hook in self.after:  # 5. preempt / reclaim / reserve and backfill
             blocked = hook(snap, blocked, ws)
-        return ws.plan()  # 6. the controller diffs the plan into actions
+        t5 = clock()
+        plan = ws.plan()  # 6. the controller diffs the plan into actions
+        return Plan(allocations=plan.allocations, reasons=plan.reasons, rejected=plan.rejected, eta=plan.eta,
+                    timings={"snapshot": t1 - t0, "admit": t2 - t1, "size": t3 - t2, "place": t4 - t3,
+                             "after": t5 - t4, "plan": clock() - t5})

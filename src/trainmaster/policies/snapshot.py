@@ -86,6 +86,8 @@ class Plan:
     reasons: Mapping[str, str] = field(default_factory=dict)
     rejected: Mapping[str, str] = field(default_factory=dict)
     eta: Mapping[str, float] = field(default_factory=dict)  # predicted start of pending jobs
+    # phase -> seconds it took (server logs); not part of what was decided, so plans compare without it
+    timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 
 
 class Policy(Protocol):

@@ -30,7 +30,10 @@ from trainmaster.core.states import JobState
 from trainmaster.server.auth import TokenGuard
 from trainmaster.server.daemon import Daemon
 from trainmaster.server.dashboard import mount as mount_dashboard
-from trainmaster.server.why import explain
+from trainmaster.server.gate import Conflict
+from trainmaster.server.history import history as history_rows
+from trainmaster.server.logs import RequestLog
+from trainmaster.server.why import explain, from_store
 
 try:  # not `trainmaster.__version__`: the package root re-exports the SDK, which lives above this layer
     VERSION = version("trainmaster")
@@ -63,6 +66,14 @@ class Job(BaseModel):
     why: str
     message: str
     cancel_requested: bool
+    held: bool = False
+
+
+class JobUpdate(BaseModel):
+    """`trainmaster update JOB --priority N --max N`: the fields a live job may change."""
+
+    priority: int | None = None
+    max: int | None = None
 
 
 class ApiError(Exception):
@@ -87,6 +98,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
                   description="Schedule distributed deep-learning training jobs.")
     if token:
         app.add_middleware(TokenGuard, token=token)
+    app.add_middleware(RequestLog)  # outermost: one log line per request, refused ones too
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -171,13 +183,13 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
         if not JobState(row["state"]).terminal and daemon.alive:
 
             def ask(c: Controller) -> dict[str, Any] | None:
-                return explain(c, job_id)
+                return explain(c, job_id, daemon.gate_wait(job_id))
 
             try:
                 live = daemon.call(ask, timeout=5.0)
             except (TrainmasterError, TimeoutError):
                 live = None  # the controller is busy or no longer holds it: answer from the store
-        out = live or {"reason": row["message"] or row["why"], "eta": None, "source": "store"}
+        out = live or from_store(row)
         return {"id": job_id, "state": row["state"], **out, "decisions": daemon.store.decisions(job_id)}
 
     @app.get("/v1/jobs/{job_id}/metrics")
@@ -211,6 +223,53 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
         if follow:
             return StreamingResponse(lines, media_type="text/plain")
         return PlainTextResponse("".join(lines))
+
+    # -- Slurm-shaped control and accounting: hold, release, update, history ------------------
+    @app.exception_handler(Conflict)
+    async def conflict(request: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, str(exc), "job")
+
+    @app.exception_handler(TimeoutError)
+    async def busy(request: Request, exc: TimeoutError) -> JSONResponse:  # `daemon.call` found no time for it
+        return _error(503, "the scheduler did not take the request in time", None, "try again in a moment")
+
+    def live_or_409(job_id: str, verb: str) -> dict[str, Any]:
+        row = job_or_404(job_id)
+        if JobState(row["state"]).terminal:
+            raise ApiError(409, f"job {job_id} already {row['state']}", "job", f"nothing to {verb}")
+        return row
+
+    @app.post("/v1/jobs/{job_id}/hold", response_model=Job)
+    def hold(job_id: str) -> dict[str, Any]:
+        """Keep a pending job from starting until it is released (409 unless it is pending)."""
+        live_or_409(job_id, "hold")
+        daemon.hold(job_id)
+        return job_or_404(job_id)
+
+    @app.post("/v1/jobs/{job_id}/release", response_model=Job)
+    def release(job_id: str) -> dict[str, Any]:
+        live_or_409(job_id, "release")
+        daemon.release(job_id)
+        return job_or_404(job_id)
+
+    @app.post("/v1/jobs/{job_id}/update", response_model=Job)
+    def update(job_id: str, body: JobUpdate) -> dict[str, Any]:
+        """Change a live job's priority or its worker max; validated like the job document."""
+        live_or_409(job_id, "update")
+        if body.priority is None and body.max is None:
+            raise ApiError(400, "nothing to update", "body", "send priority and/or max")
+        daemon.update(job_id, body.priority, body.max)
+        return job_or_404(job_id)
+
+    @app.get("/v1/history")
+    def history(state: Annotated[list[str] | None, Query()] = None, queue: str | None = None,
+                since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
+        """Accounting (sacct): times, elapsed, exit code, GPU-hours, restarts, resizes, preemptions, cost."""
+        for s in state or []:
+            if s not in {x.value for x in JobState}:
+                raise ApiError(400, f"unknown state {s!r}", "state",
+                               f"use one of {', '.join(x.value for x in JobState)}")
+        return history_rows(daemon.store, daemon.controller.clock.now(), state or [], queue, since, until)
 
     @app.get("/v1/nodes")
     def nodes() -> list[Any]:

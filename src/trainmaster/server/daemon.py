@@ -34,6 +34,7 @@ from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine, Outcome, Recovered
 from trainmaster.policies.snapshot import Policy, Snapshot
 from trainmaster.policies.workspace import never_fits
+from trainmaster.server.gate import Conflict, Parked, Wait, wait_of
 from trainmaster.server.store import Batch, Store
 
 log = logging.getLogger("trainmaster.server")
@@ -75,11 +76,16 @@ class Daemon:
         self.nodes_view: tuple[Mapping[str, Any], ...] = ()
         self.queues_view: tuple[Mapping[str, Any], ...] = ()
         self._recovering = False
+        self._parked: dict[str, Parked] = {}  # held or dependent jobs kept out of the controller (server.gate)
+        self._held: set[str] = set()
+        self._logged_cycle = 0
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> None:
         """Recover unfinished jobs from the store, then run the controller thread."""
-        self.recover()
+        recovered = self.recover()
+        self._regate()
+        log.info("recovered", extra={"fields": {"jobs": recovered, "gated": len(self._parked)}})
         self._thread = threading.Thread(target=self._run, name="trainmaster-controller", daemon=True)
         self._thread.start()
 
@@ -166,6 +172,10 @@ class Daemon:
         if reason:
             raise SpecError("spec.roles", f"impossible resources: {reason}",
                             "ask for less per replica or fewer minimum replicas")
+        for dep in spec.after:
+            if self.store.job(dep) is None:
+                raise SpecError("spec.after", f"no job {dep!r}",
+                                "name jobs already submitted (see `trainmaster queue --all`)")
         return spec
 
     def submit(self, doc: dict[str, Any]) -> dict[str, Any]:
@@ -193,12 +203,143 @@ class Daemon:
         return future.result(timeout)
 
     def _adopt(self, job_id: str, spec: JobSpec, at: float) -> None:
-        if job_id not in self.controller.jobs:
-            self.controller.submit(spec, job_id, at=at)
+        if job_id not in self.controller.jobs and job_id not in self._parked:
+            self._admit(job_id, Parked(spec, at))
 
     def _cancel(self, job_id: str) -> None:
         if job_id in self.controller.jobs:
             self.controller.cancel(job_id)
+        elif job_id in self._parked:
+            self._end_parked(job_id, "cancelled by the user")
+
+    # -- hold / release / update / dependencies (server.gate) --------------------------------
+    def hold(self, job_id: str) -> None:
+        """Keep a pending job from starting until `release` (any thread; Conflict unless it is pending)."""
+        self.call(lambda c: self._hold(job_id))
+
+    def release(self, job_id: str) -> None:
+        self.call(lambda c: self._release(job_id))
+
+    def update(self, job_id: str, priority: int | None = None, max_workers: int | None = None) -> None:
+        """Change a live job's priority or worker max, validated like a submitted document."""
+        doc = self.store.doc(job_id)
+        if doc is None:
+            raise Conflict(f"no job {job_id!r}")
+        if priority is not None:
+            doc.setdefault("metadata", {})["priority"] = priority
+        if max_workers is not None:
+            doc.setdefault("spec", {}).setdefault("roles", {}).setdefault("worker", {})["max"] = max_workers
+        spec = self.validate(doc)
+        self.call(lambda c: self._update(job_id, spec))
+        self.store.update_doc(job_id, doc, spec.priority)
+
+    def gate_wait(self, job_id: str) -> Wait | None:
+        """Why a gated job waits (None when the gate does not hold it); call it in the daemon thread."""
+        parked = self._parked.get(job_id)
+        return None if parked is None else wait_of(job_id in self._held, parked.spec, self._state_of)
+
+    def _hold(self, job_id: str) -> None:
+        record = self.controller.live.get(job_id) or self.controller.parked.get(job_id)  # (parked: backing off)
+        if record is None and job_id not in self._parked:
+            raise Conflict(f"job {job_id} has ended; only a pending job can be held")
+        if record is not None and record.state is not JobState.PENDING:
+            raise Conflict(f"job {job_id} is {record.state.value}; only a pending job can be held "
+                           "(cancel it, or hold the next one before it starts)")
+        self._held.add(job_id)
+        self.store.set_held(job_id, True)
+        if record is not None:
+            self._park(job_id, Parked(record.spec, record.submit_time, self.controller.withdraw(job_id)))
+        else:
+            self._recheck(job_id)
+
+    def _release(self, job_id: str) -> None:
+        if job_id not in self._held:
+            raise Conflict(f"job {job_id} is not held; nothing to release")
+        self._held.discard(job_id)
+        self.store.set_held(job_id, False)
+        self._recheck(job_id)
+
+    def _update(self, job_id: str, spec: JobSpec) -> None:
+        record = self.controller.jobs.get(job_id)
+        if record is not None and not record.state.terminal:
+            self.controller.update(job_id, spec)
+            record.note(self.controller.clock.now(),
+                        f"updated by the user: priority {spec.priority}, worker max {spec.roles[Role.WORKER].max}")
+            self._changed.add(job_id)
+        elif job_id in self._parked:
+            self._parked[job_id].spec = spec
+        else:
+            raise Conflict(f"job {job_id} has ended; nothing to update")
+
+    def _state_of(self, job_id: str) -> str | None:
+        record = self.controller.jobs.get(job_id)
+        if record is not None:
+            return record.state.value
+        if job_id in self._parked:
+            return JobState.PENDING.value
+        row = self.store.job(job_id)
+        return None if row is None else str(row["state"])
+
+    def _admit(self, job_id: str, parked: Parked) -> None:
+        """Hand a job to the controller, or park it while the gate says it waits."""
+        self._parked[job_id] = parked
+        self._recheck(job_id)
+
+    def _recheck(self, job_id: str) -> None:
+        """Apply the gate's verdict to a parked job: start it, keep it parked, or end it."""
+        parked = self._parked[job_id]
+        wait = wait_of(job_id in self._held, parked.spec, self._state_of)
+        if wait is None:
+            del self._parked[job_id]
+            c = self.controller
+            c.submit(parked.spec, job_id, at=parked.submit_time)
+            old, new = parked.record, c.jobs[job_id]
+            if old is not None:  # back from a hold: keep its books
+                for name in ("restarts", "resizes", "preemptions", "first_start", "step", "loss", "last_checkpoint",
+                             "decisions"):
+                    setattr(new, name, getattr(old, name))
+            if old is not None or parked.spec.after:
+                new.note(c.clock.now(), "released: waiting for resources" if old is not None
+                         else f"dependencies succeeded ({', '.join(parked.spec.after)}): waiting for resources")
+        elif wait.final:
+            self._end_parked(job_id, wait.text)
+        else:
+            self._note_parked(job_id, parked, wait)
+
+    def _park(self, job_id: str, parked: Parked) -> None:
+        self._parked[job_id] = parked
+        self._recheck(job_id)
+
+    def _note_parked(self, job_id: str, parked: Parked, wait: Wait) -> None:
+        now = self.controller.clock.now()
+        self._batch.jobs.setdefault(job_id, {})["why"] = wait.text
+        self._batch.decisions.append((job_id, now, wait.text))
+        if parked.record is not None:
+            parked.record.note(now, wait.text)
+
+    def _end_parked(self, job_id: str, reason: str) -> None:
+        """A gated job never reached the controller (or left it): end it `cancelled` in the store."""
+        del self._parked[job_id]
+        self._held.discard(job_id)
+        now = self.controller.clock.now()
+        state = JobState.CANCELLED.value
+        self._batch.jobs[job_id] = {"state": state, "finish_time": now, "message": reason, "why": reason}
+        self._batch.events.append((now, job_id, state, state, "", 0, 0, reason))
+        self._batch.decisions.append((job_id, now, reason))
+        self._commands.put(lambda: self._dependents(job_id))
+
+    def _dependents(self, job_id: str) -> None:
+        for jid, parked in list(self._parked.items()):
+            if job_id in parked.spec.after and jid in self._parked:
+                self._recheck(jid)
+
+    def _regate(self) -> None:
+        """After recovery: gate again the jobs the store says are held or depend on others."""
+        self._held = set(self.store.held_ids())
+        for job_id, record in list(self.controller.live.items()):
+            if record.state is JobState.PENDING and wait_of(job_id in self._held, record.spec, self._state_of):
+                self._park(job_id, Parked(record.spec, record.submit_time, self.controller.withdraw(job_id)))
+        self._flush()
 
     # -- the loop (daemon thread) ---------------------------------------------------
     def _run(self) -> None:
@@ -207,6 +348,7 @@ class Daemon:
             try:
                 self._drain()
                 self.controller.step(max_wait=self.poll)
+                self._log_decision()
                 self._flush()
                 if not self.controller.live and not self.controller.parked and self.engine.idle():
                     self._wait_for_command(self.poll)
@@ -232,10 +374,28 @@ class Daemon:
             return
         command()
 
+    def _log_decision(self) -> None:
+        """One `event=decision` line per cycle: counts and phase timings (info when it changed something)."""
+        c = self.controller
+        if c.cycles == self._logged_cycle:
+            return
+        self._logged_cycle = c.cycles
+        plan = c.last_plan
+        pending = sum(1 for r in c.live.values() if r.state is JobState.PENDING)
+        fields: dict[str, Any] = {"cycle": c.cycles, "jobs": len(c.live), "pending": pending,
+                                  "running": len(c.live) - pending, "gated": len(self._parked),
+                                  "changes": len(self._batch.events), "rejected": len(plan.rejected),
+                                  "ms": round(sum(plan.timings.values()) * 1000, 3)}
+        fields.update({f"{phase}_ms": round(s * 1000, 3) for phase, s in plan.timings.items()})
+        level = logging.INFO if self._batch.events or plan.rejected else logging.DEBUG
+        log.log(level, "decision", extra={"fields": fields})
+
     # -- controller hooks -> store ------------------------------------------------------
     def _on_change(self, what: str, record: JobRecord) -> None:
         if what == "report":
             return
+        if record.state.terminal:  # dependents decide after this step (not inside the controller's call)
+            self._commands.put(lambda: self._dependents(record.id))
         self._changed.add(record.id)
         what = "recovered" if self._recovering and what == "submitted" else what
         self._batch.events.append((

@@ -18,6 +18,7 @@ from trainmaster.policies.registry import make_policy
 from trainmaster.server.app import MAX_BODY, create_app
 from trainmaster.server.auth import check_bind
 from trainmaster.server.daemon import Daemon
+from trainmaster.server.logs import setup as setup_logs
 from trainmaster.server.store import Store
 from trainmaster.workloads.clusters import load_cluster
 
@@ -38,6 +39,7 @@ class ServerConfig:
     max_body: int = MAX_BODY
     poll: float = 0.1
     ledger_journal: Path | None = None  # append every booking of cores and GPUs here (audits, the chaos test)
+    log_level: str = "info"  # debug | info | warning (server.logs)
 
 
 def check_port(host: str, port: int) -> None:
@@ -79,18 +81,19 @@ def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
 
 def serve(config: ServerConfig) -> int:
     """Run until SIGINT/SIGTERM; the jobs' state stays in the data directory for the next start."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_logs(config.log_level)
     check_bind(config.host, config.token)
     check_port(config.host, config.port)
     lock = lock_data_dir(config.data_dir)
     daemon, store, run_dir = build(config)
     app = create_app(daemon, token=config.token, run_dir=run_dir, max_body=config.max_body)
     daemon.start()
-    log.info("listening on http://%s:%d (policy %s, %d node(s), data in %s, token %s)", config.host, config.port,
-             daemon.policy.name, len(daemon.controller.cluster), config.data_dir,
-             "required" if config.token else "off")
+    log.info("listening", extra={"fields": {
+        "url": f"http://{config.host}:{config.port}", "policy": daemon.policy.name,
+        "nodes": len(daemon.controller.cluster), "data_dir": str(config.data_dir),
+        "token": "required" if config.token else "off"}})
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                           access_log=False))
+                                           access_log=False, log_config=None))
     try:
         server.run()
     finally:

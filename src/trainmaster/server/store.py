@@ -92,6 +92,8 @@ MIGRATIONS: tuple[str, ...] = (
     # 1: restarts after failures, resizes and preemptions are counted apart (they were all `restarts`).
     "ALTER TABLE jobs ADD COLUMN resizes INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;",
+    # 2: `trainmaster hold` (dependencies live in the document's `spec.after`).
+    "ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;",
 )
 
 # Columns of `jobs` the controller thread keeps up to date.
@@ -248,11 +250,40 @@ class Store:
     def tasks(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._all("SELECT job_id, role, idx, node FROM tasks ORDER BY node, job_id")]
 
+    # -- hold, update, history (the Slurm-shaped CLI) ---------------------------------------
+    def set_held(self, job_id: str, held: bool) -> None:
+        with self._lock, self._db:
+            self._db.execute("UPDATE jobs SET held = ? WHERE id = ?", (int(held), job_id))
+
+    def held_ids(self) -> list[str]:
+        return [r[0] for r in self._all(f"SELECT id FROM jobs WHERE held = 1 AND state IN "
+                                        f"({', '.join('?' * len(UNFINISHED))}) ORDER BY seq", UNFINISHED)]
+
+    def doc(self, job_id: str) -> dict[str, Any] | None:
+        rows = self._all("SELECT doc FROM jobs WHERE id = ?", (job_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def update_doc(self, job_id: str, doc: dict[str, Any], priority: int) -> None:
+        with self._lock, self._db:
+            self._db.execute("UPDATE jobs SET doc = ?, priority = ? WHERE id = ?", (json.dumps(doc), priority, job_id))
+
+    def allocation_changes(self, job_ids: Sequence[str]) -> dict[str, list[tuple[float, str, int]]]:
+        """(time, what, gpus) of every event of these jobs, in order: GPU-hours and counts for `history`."""
+        out: dict[str, list[tuple[float, str, int]]] = {jid: [] for jid in job_ids}
+        ids = list(job_ids)
+        for i in range(0, len(ids), 500):  # SQLite caps the parameters of one statement
+            chunk = ids[i:i + 500]
+            for r in self._all(f"SELECT job_id, time, what, gpus FROM events WHERE job_id IN "
+                               f"({', '.join('?' * len(chunk))}) ORDER BY id", chunk):
+                out[r[0]].append((r[1], r[2], r[3]))
+        return out
+
 
 def _job(row: sqlite3.Row) -> dict[str, Any]:
-    hidden = ("doc", "seq", "cancel_requested")
+    hidden = ("doc", "seq", "cancel_requested", "held")
     out = {k: row[k] for k in row.keys() if k not in hidden}  # noqa: SIM118 (a Row iterates its values)
     out["cancel_requested"] = bool(row["cancel_requested"])
+    out["held"] = bool(row["held"])
     end = out["finish_time"]
     out["jct"] = None if end is None else end - out["submit_time"]
     return out
