@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from trainmaster.core.errors import SpecError, TrainmasterError
-from trainmaster.core.spec import apply_overrides, load_yaml_text
+from trainmaster.core.spec import apply_overrides, load_yaml_text, read_job_document, resolve_workdir
 
 URL_ENV = "TRAINMASTER_URL"
 TOKEN_ENV = "TRAINMASTER_TOKEN"
@@ -48,21 +48,26 @@ class Unreachable(TrainmasterError):
 
 
 def load_document(job: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """A job document from a YAML path, YAML text or a mapping, with `--set` overrides applied."""
+    """A job document from a YAML path, YAML text or a mapping, with `--set` overrides applied.
+
+    From a path, `spec.workdir` (also one set by an override) is resolved against the
+    YAML's folder (`core.spec.resolve_workdir`), so the daemon's working directory never matters.
+    """
+    folder: Path | None = None
     if isinstance(job, Mapping):
         doc: object = json.loads(json.dumps(job))  # a deep copy that is plain JSON
     else:
         text = str(job)
         if isinstance(job, Path) or "\n" not in text:
-            path = Path(text)
-            if not path.is_file():
-                raise SpecError(text, "no such file", "check the path to the job YAML")
-            doc = load_yaml_text(path.read_text(), text)
+            doc, folder = read_job_document(text), Path(text).parent
         else:
             doc = load_yaml_text(text, "job")
     if not isinstance(doc, dict):
         raise SpecError("job", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
-    return apply_overrides(doc, list(overrides))
+    doc = apply_overrides(doc, list(overrides))
+    if folder is not None:
+        resolve_workdir(doc, folder)
+    return doc
 
 
 class Client:
