@@ -143,21 +143,26 @@ class Client:
         out: dict[str, Any] = self._json("GET", f"/v1/jobs/{job_id}/metrics")
         return out
 
-    def logs(self, job_id: str, task: str | None = None) -> str:
-        params = {"task": task} if task else {}
-        return self._request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
+    def logs(self, job_id: str, task: str | None = None, tail: int | None = None) -> str:
+        """The job's log text (every task's lines prefixed `[task] ` unless one is asked for)."""
+        return self._request("GET", f"/v1/jobs/{job_id}/logs", params=_log_params(task, tail, False)).text
 
-    def follow_logs(self, job_id: str, task: str | None = None) -> Iterator[str]:
-        """Yield log lines as they are written, until the job ends."""
-        params: dict[str, Any] = {"follow": "true", **({"task": task} if task else {})}
+    def log_lines(self, job_id: str, task: str | None = None, tail: int | None = None, follow: bool = False
+                  ) -> Iterator[str]:
+        """Yield log lines as the server streams them (`tail`: from each task's last N; `follow`: until the end)."""
         try:
-            with self._http.stream("GET", f"/v1/jobs/{job_id}/logs", params=params, timeout=None) as response:
+            with self._http.stream("GET", f"/v1/jobs/{job_id}/logs", params=_log_params(task, tail, follow),
+                                   timeout=None if follow else self._http.timeout) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise ApiError(response.status_code, _message(response))
                 yield from response.iter_lines()
         except httpx.TransportError as exc:
             raise Unreachable(f"lost the trainmaster server at {self.url} ({exc.__class__.__name__})") from None
+
+    def follow_logs(self, job_id: str, task: str | None = None, tail: int | None = None) -> Iterator[str]:
+        """Yield log lines as they are written, until the job ends."""
+        return self.log_lines(job_id, task, tail, follow=True)
 
     def nodes(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = self._json("GET", "/v1/nodes")
@@ -180,6 +185,15 @@ class Client:
                 left = [r["id"] for r in rows if r["state"] not in TERMINAL]
                 raise TrainmasterError(f"timed out waiting for {', '.join(left)}")
             time.sleep(poll)
+
+
+def _log_params(task: str | None, tail: int | None, follow: bool) -> dict[str, Any]:
+    params: dict[str, Any] = {"follow": "true"} if follow else {}
+    if task:
+        params["task"] = task
+    if tail is not None:
+        params["tail"] = tail
+    return params
 
 
 def _message(response: httpx.Response) -> str:

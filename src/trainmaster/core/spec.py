@@ -118,9 +118,9 @@ class _Document(Strict):
     spec: _Spec
 
 
-def job_schema() -> dict[str, Any]:
+def job_schema(ref_template: str = "#/$defs/{model}") -> dict[str, Any]:
     """The job document's JSON schema (the API publishes it as the request body of `POST /v1/jobs`)."""
-    return _Document.model_json_schema(by_alias=True)
+    return _Document.model_json_schema(by_alias=True, ref_template=ref_template)
 
 
 def parse_duration(value: str | float, field: str, bounds: tuple[float, float] = CHECKPOINT_SECONDS) -> float:
@@ -203,13 +203,15 @@ def load_yaml_text(text: str, where: str = "job") -> object:
     """Parse YAML, turning syntax errors into one line with the position."""
     try:
         return yaml.safe_load(text)
-    except RecursionError:
-        raise SpecError(where, "the YAML is nested too deeply", "flatten the document") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise SpecError(where, f"malformed YAML{at}: {problem}", "fix the YAML syntax") from None
+    except RecursionError:
+        raise SpecError(where, "the YAML is nested too deeply", "flatten the document") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a value PyYAML matched but cannot build (a huge int)
+        raise SpecError(where, f"malformed YAML: {str(exc).splitlines()[0][:200]}", "fix the value") from None
 
 
 def resolve_workdir(doc: object, folder: str | Path) -> object:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from trainmaster.core.errors import TrainmasterError
 
 TOKEN_ENV = "TRAINMASTER_TOKEN"
+log = logging.getLogger("trainmaster.server")
 
 
 def is_loopback(host: str) -> bool:
@@ -46,6 +48,9 @@ def read_token(path: str | Path | None) -> str | None:
         token = p.read_text().strip()
         if not token:
             raise TrainmasterError(f"--token-file: {p} is empty")
+        mode = p.stat().st_mode & 0o777
+        if mode & 0o077:
+            log.warning("--token-file %s is readable by others (mode %o): chmod 600 %s", p, mode, p)
         return token
     return os.environ.get(TOKEN_ENV) or None
 
