@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, TypeAdapter, ValidationError
 
-from trainmaster.core.errors import SpecError
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.node import Node
 from trainmaster.core.resources import MAX_GPU, Resources, parse_cpu, parse_memory
 from trainmaster.core.validation import MAX_TEXT, Count, Price, Strict, first_error
@@ -76,15 +76,15 @@ def parse_shorthand(spec: str) -> Cluster:
     for group_index, group in enumerate(spec.strip().split("+")):
         m = _GROUP.match(group.strip())
         if not m:
-            raise SpecError("cluster", f"{spec!r} is not a cluster spec",
+            raise SpecError("cluster", f"{shown(spec)} is not a cluster spec",
                             "write NODESxGPUS like 16x4, groups joined with +, or a path to a YAML/CSV file")
         if len(m.group(1)) > 6 or len(m.group(2)) > 6:
-            raise SpecError("cluster", f"group {group!r} is too large", f"use at most {MAX_NODES} nodes")
+            raise SpecError("cluster", f"group {shown(group)} is too large", f"use at most {MAX_NODES} nodes")
         count, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3)
         if count <= 0:
-            raise SpecError("cluster", f"group {group!r} has no nodes", "use at least 1 node")
+            raise SpecError("cluster", f"group {shown(group)} has no nodes", "use at least 1 node")
         if len(nodes) + count > MAX_NODES or gpus > MAX_GPU:
-            raise SpecError("cluster", f"{spec!r} is too large",
+            raise SpecError("cluster", f"{shown(spec)} is too large",
                             f"use at most {MAX_NODES} nodes of at most {MAX_GPU} GPUs")
         share = max(gpus, 1)
         for i in range(count):

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 
-from trainmaster.core.errors import SpecError
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.resources import Resources
 from trainmaster.core.spec import load_yaml_text
 from trainmaster.core.validation import MAX_TEXT, Count, Priority, Strict, Weight, first_error
@@ -100,7 +100,7 @@ def queues_from_mapping(doc: object, where: str = "queues") -> dict[str, QueueSp
         if not name:
             raise SpecError(f"{where}[{i}].name", "is required", "name the queue, e.g. name: research")
         if name in out:
-            raise SpecError(f"{where}[{i}].name", f"duplicate queue {name!r}", "give each queue its own name")
+            raise SpecError(f"{where}[{i}].name", f"duplicate queue {shown(name)}", "give each queue its own name")
         out[name] = QueueSpec(
             name=name, weight=item.weight,
             quota=None if item.quota is None else parse_quota(item.quota, f"{where}[{i}].quota"),
@@ -111,7 +111,7 @@ def queues_from_mapping(doc: object, where: str = "queues") -> dict[str, QueueSp
         if queue.parent is None:
             continue
         if queue.parent not in out:
-            raise SpecError(f"{where}.{name}.parent", f"unknown queue {queue.parent!r}",
+            raise SpecError(f"{where}.{name}.parent", f"unknown queue {shown(queue.parent)}",
                             f"use one of {', '.join(sorted(out))}")
         seen = {name}
         up: str | None = queue.parent

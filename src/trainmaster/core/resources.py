@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainmaster.core.errors import SpecError
+from trainmaster.core.errors import SpecError, shown
 
 # The largest quantity anyone writes: per replica, per node, or a queue's quota over a whole cluster.
 MAX_CPU = 1_000_000  # cores
@@ -25,13 +25,13 @@ _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kMGT]i?)?\s*$")
 def parse_memory(value: object, field: str = "memory") -> int:
     """Parse `16Gi`, `512Mi`, `1G` or a plain byte count into bytes."""
     if isinstance(value, bool):
-        raise SpecError(field, f"{value!r} is not a memory size", "write e.g. 16Gi or 512Mi")
+        raise SpecError(field, f"{shown(value)} is not a memory size", "write e.g. 16Gi or 512Mi")
     if isinstance(value, (int, float)):
         number, unit = (float(value) if not isinstance(value, int) or abs(value) <= MAX_MEMORY else math.inf), ""
     elif isinstance(value, str) and (m := _QUANTITY.match(value)):
         number, unit = float(m.group(1)), m.group(2) or ""
     else:
-        raise SpecError(field, f"{value!r} is not a memory size", "write e.g. 16Gi or 512Mi")
+        raise SpecError(field, f"{shown(value)} is not a memory size", "write e.g. 16Gi or 512Mi")
     if number < 0:
         raise SpecError(field, "must not be negative", "use 0 or a positive size")
     size = number * _UNITS[unit]
@@ -43,7 +43,7 @@ def parse_memory(value: object, field: str = "memory") -> int:
 def parse_cpu(value: object, field: str = "cpu") -> int:
     """Parse `4`, `0.5` or `500m` CPUs into millicores."""
     if isinstance(value, bool):
-        raise SpecError(field, f"{value!r} is not a CPU count", "write e.g. 2 or 500m")
+        raise SpecError(field, f"{shown(value)} is not a CPU count", "write e.g. 2 or 500m")
     if isinstance(value, (int, float)):
         cores = float(value) if not isinstance(value, int) or abs(value) <= MAX_CPU else math.inf
     elif isinstance(value, str) and re.fullmatch(r"\s*\d{1,12}m\s*", value):
@@ -51,7 +51,7 @@ def parse_cpu(value: object, field: str = "cpu") -> int:
     elif isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
         cores = float(value)
     else:
-        raise SpecError(field, f"{value!r} is not a CPU count", "write e.g. 2 or 500m")
+        raise SpecError(field, f"{shown(value)} is not a CPU count", "write e.g. 2 or 500m")
     if cores < 0:
         raise SpecError(field, "must not be negative", "use 0 or a positive count")
     if not (math.isfinite(cores) and cores <= MAX_CPU):
@@ -76,7 +76,7 @@ class Resources:
             raise SpecError(f"{field}.{name}", "unknown resource", "use cpu, memory or gpu")
         gpu = spec.get("gpu", 0)
         if isinstance(gpu, bool) or not isinstance(gpu, int):
-            raise SpecError(f"{field}.gpu", f"{gpu!r} is not a whole number", "write e.g. gpu: 1")
+            raise SpecError(f"{field}.gpu", f"{shown(gpu)} is not a whole number", "write e.g. gpu: 1")
         if gpu < 0:
             raise SpecError(f"{field}.gpu", "must not be negative", "use 0 or more")
         if gpu > MAX_GPU:

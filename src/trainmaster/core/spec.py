@@ -16,7 +16,7 @@ import yaml
 from pydantic import AfterValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from trainmaster.core.errors import SpecError
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.job import (
     Architecture,
     JobKind,
@@ -91,8 +91,12 @@ class _Target(Strict):
     window: Window = 100
 
 
+# A duration: `300s`, `5m`, `2h` or seconds; parse_duration checks the type and the range.
+_Duration = Annotated[Any, Field(json_schema_extra={"anyOf": [{"type": "string"}, {"type": "number"}]})]
+
+
 class _Checkpoint(Strict):
-    every: _Text | float = "300s"
+    every: _Duration = "300s"
 
 
 class _Spec(Strict):
@@ -106,7 +110,7 @@ class _Spec(Strict):
     checkpoint: _Checkpoint = Field(default_factory=_Checkpoint)
     max_restarts: Restarts = Field(default=5, alias="maxRestarts")
     kind: Literal["training", "service"] = "training"
-    estimate: _Text | float | None = None
+    estimate: _Duration = None
     job_type: _Text | None = Field(default=None, alias="jobType")
     env: Annotated[dict[str, str], AfterValidator(_env_ok)] = Field(default_factory=dict)
 
@@ -123,14 +127,14 @@ def job_schema(ref_template: str = "#/$defs/{model}") -> dict[str, Any]:
     return _Document.model_json_schema(by_alias=True, ref_template=ref_template)
 
 
-def parse_duration(value: str | float, field: str, bounds: tuple[float, float] = CHECKPOINT_SECONDS) -> float:
+def parse_duration(value: object, field: str, bounds: tuple[float, float] = CHECKPOINT_SECONDS) -> float:
     """`300s`, `5m`, `2h` or plain seconds, within `bounds`."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value) if not isinstance(value, int) or abs(value) <= bounds[1] else math.inf
     elif isinstance(value, str) and (m := _DURATION.match(value)):
         seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
     else:
-        raise SpecError(field, f"{value!r} is not a duration", "write e.g. 300s, 5m or 2h")
+        raise SpecError(field, f"{shown(value)} is not a duration", "write e.g. 300s, 5m or 2h")
     if seconds < 0:
         raise SpecError(field, "must not be negative", "use a positive duration")
     check_range(seconds, *bounds, field, "duration in seconds")
@@ -147,7 +151,7 @@ def job_from_mapping(doc: object) -> JobSpec:
         raise first_error(exc) from None
     meta, spec = model.metadata, model.spec
     if not _NAME.match(meta.name):
-        raise SpecError("metadata.name", f"{meta.name!r} is not a valid name",
+        raise SpecError("metadata.name", f"{shown(meta.name)} is not a valid name",
                         "use lower-case letters, digits, '-', '_' or '.', at most 64 characters")
     if not spec.roles:
         raise SpecError("spec.roles", "is empty", "add a `worker:` role")
@@ -255,7 +259,7 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     """Apply `--set a.b.c=value` overrides (value parsed as YAML) to a job document."""
     for item in overrides:
         if "=" not in item:
-            raise SpecError("--set", f"{item!r} has no '='", "write --set spec.roles.worker.max=4")
+            raise SpecError("--set", f"{shown(item)} has no '='", "write --set spec.roles.worker.max=4")
         key, raw = item.split("=", 1)
         value = load_yaml_text(raw, f"--set {key}")
         node: dict[str, Any] = doc

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from trainmaster.core.errors import SpecError
@@ -38,14 +38,32 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-def _in_range(lo: float, hi: float, whole: bool) -> AfterValidator:
-    def check(value: Any) -> Any:
-        if not lo <= value <= hi:  # False for NaN as well
-            raise PydanticCustomError("out_of_range", "must be between {lo} and {hi}",
-                                      {"lo": lo, "hi": hi, "whole": whole})
+def bound_text(x: float) -> str:
+    """A bound as people write it: `1000000`, `0.5`, `1e-06`."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _range_error(lo: float, hi: float, whole: bool) -> PydanticCustomError:
+    return PydanticCustomError("out_of_range", "must be between {lo} and {hi}",
+                               {"lo": bound_text(lo), "hi": bound_text(hi), "whole": whole})
+
+
+def _in_range(lo: float, hi: float, whole: bool) -> tuple[BeforeValidator, AfterValidator]:
+    """Checked on the raw number first (a 10**30 must not reach int parsing), then on the parsed one."""
+
+    def before(value: Any) -> Any:
+        if isinstance(value, bool):  # pydantic would take true as 1
+            raise PydanticCustomError("bool_number", "true/false is not a number")
+        if isinstance(value, (int, float)) and not lo <= value <= hi:
+            raise _range_error(lo, hi, whole)  # also NaN
         return value
 
-    return AfterValidator(check)
+    def after(value: Any) -> Any:
+        if not lo <= value <= hi:
+            raise _range_error(lo, hi, whole)
+        return value
+
+    return BeforeValidator(before), AfterValidator(after)
 
 
 def _schema(lo: float, hi: float) -> Any:
@@ -53,23 +71,24 @@ def _schema(lo: float, hi: float) -> Any:
 
 
 # The bounded types the models use (the bounds show in the OpenAPI/JSON schema too).
-Priority = Annotated[int, _in_range(*PRIORITY, True), _schema(*PRIORITY)]
-Replicas = Annotated[int, _in_range(*REPLICAS, True), _schema(*REPLICAS)]
-Restarts = Annotated[int, _in_range(*RESTARTS, True), _schema(*RESTARTS)]
-Steps = Annotated[int, _in_range(*STEPS, True), _schema(*STEPS)]
-Epochs = Annotated[int, _in_range(*EPOCHS, True), _schema(*EPOCHS)]
-Window = Annotated[int, _in_range(*WINDOW, True), _schema(*WINDOW)]
-Count = Annotated[int, _in_range(*COUNT, True), _schema(*COUNT)]
-Loss = Annotated[float, _in_range(*LOSS, False), _schema(*LOSS)]
-Plateau = Annotated[float, _in_range(*PLATEAU, False), _schema(*PLATEAU)]
-Weight = Annotated[float, _in_range(*WEIGHT, False), _schema(*WEIGHT)]
-Price = Annotated[float, _in_range(*PRICE, False), _schema(*PRICE)]
+Priority = Annotated[int, *_in_range(*PRIORITY, True), _schema(*PRIORITY)]
+Replicas = Annotated[int, *_in_range(*REPLICAS, True), _schema(*REPLICAS)]
+Restarts = Annotated[int, *_in_range(*RESTARTS, True), _schema(*RESTARTS)]
+Steps = Annotated[int, *_in_range(*STEPS, True), _schema(*STEPS)]
+Epochs = Annotated[int, *_in_range(*EPOCHS, True), _schema(*EPOCHS)]
+Window = Annotated[int, *_in_range(*WINDOW, True), _schema(*WINDOW)]
+Count = Annotated[int, *_in_range(*COUNT, True), _schema(*COUNT)]
+Loss = Annotated[float, *_in_range(*LOSS, False), _schema(*LOSS)]
+Plateau = Annotated[float, *_in_range(*PLATEAU, False), _schema(*PLATEAU)]
+Weight = Annotated[float, *_in_range(*WEIGHT, False), _schema(*WEIGHT)]
+Price = Annotated[float, *_in_range(*PRICE, False), _schema(*PRICE)]
 
 
 def check_range(value: float, lo: float, hi: float, field: str, what: str = "number") -> None:
     """The same bound for hand-parsed values (resource quantities, durations)."""
     if not lo <= value <= hi:  # False for NaN as well
-        raise SpecError(field, f"must be between {lo:g} and {hi:g}", f"write a finite {what} in that range")
+        raise SpecError(field, f"must be between {bound_text(lo)} and {bound_text(hi)}",
+                        f"write a finite {what} in that range")
 
 
 _FIXES = {
@@ -91,6 +110,8 @@ _FIXES = {
     "too_long": "list fewer items",
     "too_short": "list at least one item",
     "model_type": "write a mapping",
+    "int_parsing_size": "write a smaller whole number",
+    "bool_number": "write a number",
     "greater_than_equal": "use a value that is not negative",
     "less_than_equal": "use a smaller value",
     "nul_character": "remove the NUL character",
@@ -110,14 +131,13 @@ def field_path(loc: tuple[int | str, ...], where: str = "") -> str:
 def first_error(exc: ValidationError, where: str = "") -> SpecError:
     """The first pydantic error as one line: the field, the problem, the fix."""
     err = exc.errors()[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in (
-        "constrained-int", "constrained-float", "int", "float", "str", "bool"))))
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (  # pydantic's own steps, not fields
+        "[" in p or p.startswith("constrained-") or p in ("int", "float", "str", "bool"))))
     kind = err["type"]
     ctx = err.get("ctx") or {}
     if kind == "out_of_range":
-        lo, hi = ctx["lo"], ctx["hi"]
-        return SpecError(field_path(loc, where), f"must be between {lo:g} and {hi:g}",
+        return SpecError(field_path(loc, where), f"must be between {ctx['lo']} and {ctx['hi']}",
                          f"write a {'whole' if ctx['whole'] else 'finite'} number in that range")
     problem = "unknown field" if kind == "extra_forbidden" else (
-        "is required" if kind == "missing" else str(err["msg"]).lower())
+        "is required" if kind == "missing" else str(err["msg"])[:1].lower() + str(err["msg"])[1:])
     return SpecError(field_path(loc, where), problem, _FIXES.get(kind, "see the spec in the README"))

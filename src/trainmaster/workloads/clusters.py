@@ -15,7 +15,7 @@ import csv
 from pathlib import Path
 
 from trainmaster.core.cluster import MAX_NODES, Cluster, cluster_from_mapping, parse_shorthand
-from trainmaster.core.errors import SpecError
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.core.spec import load_yaml_text
@@ -39,7 +39,7 @@ def _whole(value: str, where: str) -> int:
     except (ValueError, OverflowError):  # not a number, or inf
         number = -1
     if not 0 <= number <= MAX_CELL:
-        raise SpecError(where, f"{value!r} is not a whole number between 0 and {MAX_CELL}", "fix the cell")
+        raise SpecError(where, f"{shown(value)} is not a whole number between 0 and {MAX_CELL}", "fix the cell")
     return number
 
 
