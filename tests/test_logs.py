@@ -1,4 +1,4 @@
-"""Log serving in bounded memory: rotated parts in order, `tail` across parts, long lines cut, rotation while following."""
+"""Log serving in bounded memory: rotated parts in order, `tail` across parts, long lines cut, rotation."""
 
 from __future__ import annotations
 
