@@ -144,7 +144,7 @@ def parse_duration(value: object, field: str, bounds: tuple[float, float] = CHEC
 def job_from_mapping(doc: object) -> JobSpec:
     """Validate a parsed YAML/JSON document and build the JobSpec, or raise SpecError."""
     if not isinstance(doc, Mapping):
-        raise SpecError("", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
+        raise SpecError("job", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
     try:
         model = _Document.model_validate(doc)
     except ValidationError as exc:
