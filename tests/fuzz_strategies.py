@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+
 # Deterministic and bounded, so `make test` is reproducible and the whole fuzz run stays under a minute here.
 def fuzz(examples: int) -> settings:
     return settings(derandomize=True, database=None, deadline=None, max_examples=examples,
