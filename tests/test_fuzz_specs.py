@@ -20,7 +20,7 @@ from trainmaster.core.queue import queues_from_mapping
 from trainmaster.core.spec import job_from_mapping, load_yaml_text
 from trainmaster.workloads.clusters import load_cluster
 
-EXAMPLES = 200
+EXAMPLES = 150
 
 
 def only_spec_errors(load: Any, doc: Any) -> None:
@@ -60,7 +60,7 @@ def test_cluster_loader(doc: Any) -> None:
 
 @fuzz(EXAMPLES)
 @given(st.one_of(st.text(max_size=200), mutated(VALID_JOB, nest=False).map(yaml.safe_dump),
-                 st.sampled_from([100, 2000]).map(lambda n: "a: " + "[" * n + "]" * n)))
+                 st.sampled_from([100, 1200]).map(lambda n: "a: " + "[" * n + "]" * n)))
 def test_yaml_text_then_job_loader(text: str) -> None:
     try:
         doc = load_yaml_text(text, "job")

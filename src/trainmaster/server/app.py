@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from trainmaster.controller.loop import Controller
-from trainmaster.core.errors import SpecError, TrainmasterError
+from trainmaster.core.errors import SpecError, TrainmasterError, shown
 from trainmaster.core.spec import job_schema, load_yaml_text
 from trainmaster.core.states import JobState
 from trainmaster.server.auth import TokenGuard
@@ -122,7 +122,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
     def job_or_404(job_id: str) -> dict[str, Any]:
         row = daemon.store.job(job_id)
         if row is None:
-            raise ApiError(404, f"no job {job_id!r}", "job", "list jobs with `trainmaster queue`")
+            raise ApiError(404, f"no job {shown(job_id)}", "job", "list jobs with `trainmaster queue`")
         return row
 
     @app.get("/v1/health")
@@ -159,7 +159,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
         states = list(state or [])
         for s in states:
             if s not in {x.value for x in JobState}:
-                raise ApiError(400, f"unknown state {s!r}", "state",
+                raise ApiError(400, f"unknown state {shown(s)}", "state",
                                f"use one of {', '.join(x.value for x in JobState)}")
         if not all and not states:
             states = [s.value for s in JobState if not s.terminal]
@@ -214,10 +214,10 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
             raise ApiError(404, "this daemon keeps no logs", "logs")
         job_dir = run_dir / job_id
         if task is not None and not re.fullmatch(r"(worker|ps)-\d{1,6}", task):
-            raise ApiError(400, f"{task[:40]!r} is not a task name", "task", "write e.g. worker-0 or ps-1")
+            raise ApiError(400, f"{shown(task)} is not a task name", "task", "write e.g. worker-0 or ps-1")
         if task is not None and not log_parts(job_dir, task):
             names = task_names(job_dir)
-            raise ApiError(404, f"no task {task!r} in job {job_id}", "task",
+            raise ApiError(404, f"no task {shown(task)} in job {job_id}", "task",
                            f"use one of {', '.join(names)}" if names else "the job has not started yet")
 
         def done() -> bool:
