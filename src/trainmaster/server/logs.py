@@ -83,17 +83,21 @@ def read_from(path: Path, offset: int, until: int | None = None) -> Iterator[byt
 
 @dataclass
 class _Lines:
-    """Bytes in, complete lines out (with a prefix), holding at most one partial line."""
+    """Bytes in, whole lines out (each with the prefix), one string per block; at most one partial line held."""
 
     prefix: str
     decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
     partial: str = ""
 
+    def _lines(self, text: str) -> str:
+        return f"{self.prefix}{text[:-1].replace(chr(10), chr(10) + self.prefix)}\n" if self.prefix else text
+
     def feed(self, data: bytes) -> Iterator[str]:
         text = self.partial + self.decoder.decode(data)
-        *complete, self.partial = text.split("\n")
-        for line in complete:
-            yield f"{self.prefix}{line}\n"
+        cut = text.rfind("\n") + 1
+        self.partial = text[cut:]
+        if cut:
+            yield self._lines(text[:cut])  # a block's worth at once: one write per block, not per line
         while len(self.partial) > MAX_LINE:
             yield f"{self.prefix}{self.partial[:MAX_LINE]}\n"
             self.partial = self.partial[MAX_LINE:]
@@ -144,7 +148,8 @@ class _Follower:
 
 def stream_logs(job_dir: Path, task: str | None, *, tail: int | None, follow: bool,
                 done: Callable[[], bool], poll: float) -> Iterator[str]:
-    """Lines of one task's log (or every task's, each line prefixed `[task] `), oldest first.
+    """Lines of one task's log (or every task's, each line prefixed `[task] `), oldest first, in chunks of whole
+    lines (a block at a time).
 
     `tail=N` starts each task at its last N lines. Following, poll every `poll`
     seconds and stop once `done()` held before a read that found nothing new.
