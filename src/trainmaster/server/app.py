@@ -111,7 +111,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
 
     @app.exception_handler(TrainmasterError)
     async def tm_error(request: Request, exc: TrainmasterError) -> JSONResponse:
-        return _error(422, str(exc))
+        return _error(422, str(exc), "body")  # raised while taking a submitted document
 
     @app.exception_handler(RequestValidationError)
     async def bad_params(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -66,7 +66,8 @@ class TokenGuard:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                body = json.dumps({"error": "missing or wrong token (send Authorization: Bearer <token>)"}).encode()
+                body = json.dumps({"error": "missing or wrong token (send Authorization: Bearer <token>)",
+                                   "field": "authorization"}).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                     (b"content-length", str(len(body)).encode())]})
