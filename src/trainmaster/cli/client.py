@@ -3,7 +3,7 @@
 ```python
 from trainmaster import Client
 c = Client()                                   # TRAINMASTER_URL, TRAINMASTER_TOKEN, or 127.0.0.1:8765
-job = c.submit("examples/digits.yaml", overrides=["spec.roles.worker.max=2"])
+job = c.submit("examples/digits/job.yaml", overrides=["spec.roles.worker.max=2"])  # workdir: the YAML's folder
 c.wait(job["id"])
 print(c.metrics(job["id"])["reports"][-1]["loss"])
 ```
