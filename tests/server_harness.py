@@ -37,14 +37,23 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> s
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def _absolute_pythonpath() -> dict[str, str]:
+    """This environment with PYTHONPATH made absolute, so a server started in another folder imports this code."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    return env
+
+
 class ServerProcess:
     """`trainmaster server` on a free loopback port with a data directory that outlives it."""
 
     def __init__(self, data_dir: Path, policy: str = "fifo", cluster_yaml: str = CLUSTER_YAML,
-                 extra_args: tuple[str, ...] = (), token: str | None = None) -> None:
+                 extra_args: tuple[str, ...] = (), token: str | None = None, *, cwd: Path = REPO) -> None:
         self.data_dir = data_dir
         self.policy = policy
-        self.extra_args = extra_args
+        self.extra_args = extra_args  # more `trainmaster server` flags
+        self.cwd = cwd  # the daemon's working folder
         self.token = token  # given to the server as TRAINMASTER_TOKEN; then every request needs it
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.port = free_port()
@@ -55,18 +64,22 @@ class ServerProcess:
         self.cluster.write_text(cluster_yaml)
 
     def start(self, timeout: float = 60) -> ServerProcess:
+        return self.start_with(timeout=timeout)
+
+    def start_with(self, timeout: float = 60, headers: dict[str, str] | None = None) -> ServerProcess:
+        """Start and wait for health (sending `headers`, e.g. the token, when the server needs them)."""
         log = (self.data_dir / "server.log").open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trainmaster.cli.main", "server", "--data-dir", str(self.data_dir),
              "--port", str(self.port), "--cluster", str(self.cluster), "--policy", self.policy, *self.extra_args],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "TRAINMASTER_TOKEN": self.token or ""})
+            cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**_absolute_pythonpath(), "TRAINMASTER_TOKEN": self.token or ""})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()[-2000:]}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/v1/health", headers=self.headers, timeout=2).json().get("ok"):
+                if httpx.get(f"{self.url}/v1/health", timeout=2, headers=headers or self.headers).json().get("ok"):
                     return self
             time.sleep(0.1)
         raise RuntimeError(f"server did not come up: {self.log()[-2000:]}")

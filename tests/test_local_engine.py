@@ -93,7 +93,7 @@ def test_example_jobs_load_and_describe_real_commands() -> None:
     for name, arch in (("digits", "allreduce"), ("cnn", "allreduce"), ("ps", "parameter-server")):
         spec = load_job(ROOT / "examples" / name / "job.yaml")
         assert spec.architecture.value == arch
-        assert (ROOT / spec.command[1]).is_file()
+        assert spec.workdir == str(ROOT / "examples" / name) and (ROOT / "examples" / name / spec.command[1]).is_file()
     assert load_job(ROOT / "examples/cnn/job.yaml").roles[Role.WORKER].max == 4
     ps = load_job(ROOT / "examples/ps/job.yaml")
     assert (ps.roles[Role.WORKER].min, ps.roles[Role.PS].min, ps.roles[Role.PS].max) == (2, 1, 2)

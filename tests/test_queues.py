@@ -44,8 +44,8 @@ queues:
 
 @pytest.mark.parametrize(("doc", "field", "words"), [
     ([q("a", wieght=2)], "queues[0].wieght", "unknown field"),
-    ([q("a", weight=0)], "queues[0].weight", "must be positive"),
-    ([q("a", weight="x")], "queues[0].weight", "not a number"),
+    ([q("a", weight=0)], "queues[0].weight", "must be between 1e-06 and 1000000"),
+    ([q("a", weight="x")], "queues[0].weight", "valid number"),
     ([q("a"), q("a")], "queues[1].name", "duplicate"),
     ([q("a", parent="nope")], "queues.a.parent", "unknown queue"),
     ([q("a", parent="b"), q("b", parent="a")], "parent", "cycle"),

@@ -182,17 +182,23 @@ def test_why_nodes_and_queues_show_a_blocked_gang(live: Live) -> None:
         == "cancelled by the user"
 
 
-def test_follow_streams_lines_as_they_are_written_until_the_job_ends(live: Live) -> None:
+def test_follow_streams_lines_as_they_are_written_until_the_job_ends(live: Live, tmp_path: Path) -> None:
+    """Order, not timing, shows the streaming: the job writes its last lines only after the test has received the
+    first ones (it waits for a marker file the test creates then, and fails without it), so they cannot all have
+    come at the end."""
+    marker = tmp_path / "go"
     jid = live.http.post("/v1/jobs", content=job_yaml(
-        "ticker", "for i in 1 2 3 4 5; do echo tick $i; sleep 0.2; done")).json()["id"]
-    got: list[tuple[float, str]] = []
+        "ticker", f"echo tick 1; echo tick 2; n=0; while [ ! -f {marker} ] && [ $n -lt 1200 ]; "
+                  f"do sleep 0.05; n=$((n+1)); done; [ -f {marker} ] || exit 1; echo tick 3; echo tick 4")).json()["id"]
+    got: list[str] = []
     with live.http.stream("GET", f"/v1/jobs/{jid}/logs", params={"follow": "true"}) as r:
         for line in r.iter_lines():
-            got.append((time.monotonic(), line))
-    ticks = [(t, line) for t, line in got if "tick" in line]
-    assert [line for _, line in ticks] == [f"[worker-0] tick {i}" for i in range(1, 6)]
-    assert ticks[-1][0] - ticks[0][0] > 0.4  # streamed while running, not dumped at the end
-    assert live.http.get(f"/v1/jobs/{jid}").json()["state"] == "succeeded"
+            got.append(line)
+            if line.endswith("tick 2"):
+                assert not marker.exists()
+                marker.touch()  # only now may the job go on
+    assert [line for line in got if "tick" in line] == [f"[worker-0] tick {i}" for i in range(1, 5)]
+    assert live.http.get(f"/v1/jobs/{jid}").json()["state"] == "succeeded"  # the stream ended with the job
 
 
 def test_openapi_is_served(live: Live) -> None:
@@ -230,3 +236,102 @@ def test_non_loopback_bind_needs_a_token() -> None:
         check_bind(host, TOKEN)
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         check_bind(host, None)
+
+
+NUMBERS = [
+    ('{"metadata": {"name": "x", "priority": 1000000000000000000000000000000}}', "metadata.priority",
+     "between -1000000 and 1000000"),
+    ('{"metadata": {"name": "x", "priority": 1e308}}', "metadata.priority", "between"),
+    ('{"metadata": {"name": "x", "priority": Infinity}}', "metadata.priority", "between"),
+    ('{"metadata": {"name": "x", "priority": 99999999999999999999}}', "metadata.priority", "between"),
+    ('{"metadata": {"name": "x"}, "cpu": NaN}', "spec.roles.worker.resources.cpu", "between 0 and 1000000"),
+    ('{"metadata": {"name": "x"}, "cpu": 1e308}', "spec.roles.worker.resources.cpu", "between 0 and 1000000"),
+    ('{"metadata": {"name": "x"}, "memory": "99999999999999999999999Ti"}', "spec.roles.worker.resources.memory",
+     "between 0 and 1Ei"),
+    ('{"metadata": {"name": "x"}, "min": 1e9}', "spec.roles.worker.min", "between 0 and 10000"),
+    ('{"metadata": {"name": "x"}, "maxRestarts": -1}', "spec.maxRestarts", "between 0 and 1000"),
+    ('{"metadata": {"name": "x"}, "every": 1e400}', "spec.checkpoint.every", "between 0 and 2592000"),
+    ('{"metadata": {"name": "x", "priority": ' + "9" * 5000 + '}}', "body", "malformed JSON"),
+]
+
+
+def _json_job(case: str) -> str:
+    """A JSON job with the case's fields spliced in as raw text (NaN, Infinity and huge numbers stay as written)."""
+    parts = json.loads(case.replace("NaN", '"@nan"').replace("Infinity", '"@inf"').replace("1e400", '"@big"')
+                       .replace("9" * 5000, "0")) if "9" * 5000 not in case else {}
+    if not parts:
+        return '{"apiVersion": "trainmaster/v1", "kind": "TrainingJob", ' + case[1:]
+    meta = json.dumps(parts["metadata"])
+    res = {"cpu": 1}
+    for key in ("cpu", "memory"):
+        if key in parts:
+            res[key] = parts[key]
+    role = {"min": parts.get("min", 1), "resources": res}
+    spec = {"command": ["sh", "-c", "true"], "roles": {"worker": role}, "maxRestarts": parts.get("maxRestarts", 1),
+            "checkpoint": {"every": parts.get("every", "5s")}}
+    text = f'{{"apiVersion": "trainmaster/v1", "kind": "TrainingJob", "metadata": {meta}, "spec": {json.dumps(spec)}}}'
+    return text.replace('"@nan"', "NaN").replace('"@inf"', "Infinity").replace('"@big"', "1e400")
+
+
+@pytest.mark.parametrize(("case", "field", "words"), NUMBERS, ids=[f"{f}:{c[:50]}" for c, f, _ in NUMBERS])
+def test_out_of_range_numbers_are_4xx_naming_the_field(live: Live, case: str, field: str, words: str) -> None:
+    before = live.store.count()
+    doc = _json_job(case)
+    url = live.serve(max_body=1 << 20) if len(doc) > 4096 else str(live.http.base_url).rstrip("/")
+    r = httpx.post(url + "/v1/jobs", content=doc, headers={"content-type": "application/json"})
+    assert r.status_code in (400, 422), r.text
+    body = r.json()
+    assert body["field"] == field and words in body["error"] and "\n" not in body["error"], body
+    assert live.store.count() == before
+    yaml_case = doc.replace("NaN", ".nan").replace("Infinity", ".inf")
+    r = httpx.post(url + "/v1/jobs", content=yaml_case, headers={"content-type": "application/yaml"})
+    assert r.status_code in (400, 422) and r.json()["field"] in (field, "body"), r.text
+
+
+@pytest.mark.parametrize("limit", ["1e23", "-1", "0", "99999999999999999999", "abc", "100001"])
+def test_query_params_out_of_range_are_400_naming_the_param(live: Live, limit: str) -> None:
+    r = live.http.get("/v1/jobs", params={"limit": limit})
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == "query.limit" and "limit" in r.json()["error"]
+    assert live.http.get("/v1/jobs", params={"limit": "100000"}).status_code == 200
+
+
+def test_a_job_that_cannot_start_here_is_refused_at_submit(live: Live, tmp_path: Path) -> None:
+    cases = [
+        (job_yaml("x", "true", extra="  workdir: /nonexistent\n"), "spec.workdir", "'/nonexistent': no such folder"),
+        (job_yaml("x", "true").replace("  command: [sh, -c, 'true']\n", ""), "spec.command", "is required"),
+        (job_yaml("x", "true").replace("[sh, -c, 'true']", "[/no/such/binary]"), "spec.command",
+         "no such executable"),
+        (job_yaml("x", "true").replace("[sh, -c, 'true']", "[python, absent_train.py]"), "spec.command",
+         "'absent_train.py': no such file"),
+    ]
+    before = live.store.count()
+    for body, field, words in cases:
+        r = live.http.post("/v1/jobs", content=body)
+        assert r.status_code == 422 and r.json()["field"] == field and words in r.json()["error"], r.text
+    assert live.store.count() == before
+    (tmp_path / "train.py").write_text("print('trained in', __import__('os').getcwd())\n")
+    ok = job_yaml("pyjob", "true", extra=f"  workdir: {tmp_path}\n").replace("[sh, -c, 'true']", "[python, train.py]")
+    r = live.http.post("/v1/jobs", content=ok)
+    assert r.status_code == 201, r.text
+    assert live.wait(r.json()["id"], ended)["state"] == "succeeded"
+    assert f"trained in {tmp_path}" in live.http.get(f"/v1/jobs/{r.json()['id']}/logs").text
+
+
+def test_logs_tail_and_rotated_parts_through_the_api(live: Live) -> None:
+    jid = live.http.post("/v1/jobs", content=job_yaml("lines", "for i in 1 2 3; do echo now $i; done")).json()["id"]
+    assert live.wait(jid, ended)["state"] == "succeeded"
+    job_dir = live.engine.run_dir / jid
+    (job_dir / "worker-0.log.1").write_text("".join(f"before {i}\n" for i in range(4)))  # as a rotation leaves it
+    full = live.http.get(f"/v1/jobs/{jid}/logs", params={"task": "worker-0"}).text.splitlines()
+    assert [line for line in full if not line.startswith("===")] == \
+        [f"before {i}" for i in range(4)] + [f"now {i}" for i in (1, 2, 3)]  # `===` lines: the engine's headers
+    r = live.http.get(f"/v1/jobs/{jid}/logs", params={"tail": 5})  # four lines of .log, one of .log.1
+    assert len(r.text.splitlines()) == 5
+    assert [line for line in r.text.splitlines() if "===" not in line] == \
+        ["[worker-0] before 3"] + [f"[worker-0] now {i}" for i in (1, 2, 3)]
+    followed = live.http.get(f"/v1/jobs/{jid}/logs", params={"tail": 1, "follow": "true"}).text
+    assert followed == "[worker-0] now 3\n"  # an ended job: last line, then the stream ends
+    for bad in ("-1", "1e9", "x"):
+        r = live.http.get(f"/v1/jobs/{jid}/logs", params={"tail": bad})
+        assert r.status_code == 400 and r.json()["field"] == "query.tail", r.text

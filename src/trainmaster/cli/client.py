@@ -3,7 +3,7 @@
 ```python
 from trainmaster import Client
 c = Client()                                   # TRAINMASTER_URL, TRAINMASTER_TOKEN, or 127.0.0.1:8765
-job = c.submit("examples/digits.yaml", overrides=["spec.roles.worker.max=2"])
+job = c.submit("examples/digits/job.yaml", overrides=["spec.roles.worker.max=2"])  # workdir: the YAML's folder
 c.wait(job["id"])
 print(c.metrics(job["id"])["reports"][-1]["loss"])
 ```
@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from trainmaster.core.errors import SpecError, TrainmasterError
-from trainmaster.core.spec import apply_overrides, load_yaml_text
+from trainmaster.core.spec import apply_overrides, load_yaml_text, read_job_document, resolve_workdir
 
 URL_ENV = "TRAINMASTER_URL"
 TOKEN_ENV = "TRAINMASTER_TOKEN"
@@ -48,21 +48,26 @@ class Unreachable(TrainmasterError):
 
 
 def load_document(job: str | Path | Mapping[str, Any], overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """A job document from a YAML path, YAML text or a mapping, with `--set` overrides applied."""
+    """A job document from a YAML path, YAML text or a mapping, with `--set` overrides applied.
+
+    From a path, `spec.workdir` (also one set by an override) is resolved against the
+    YAML's folder (`core.spec.resolve_workdir`), so the daemon's working directory never matters.
+    """
+    folder: Path | None = None
     if isinstance(job, Mapping):
         doc: object = json.loads(json.dumps(job))  # a deep copy that is plain JSON
     else:
         text = str(job)
         if isinstance(job, Path) or "\n" not in text:
-            path = Path(text)
-            if not path.is_file():
-                raise SpecError(text, "no such file", "check the path to the job YAML")
-            doc = load_yaml_text(path.read_text(), text)
+            doc, folder = read_job_document(text), Path(text).parent
         else:
             doc = load_yaml_text(text, "job")
     if not isinstance(doc, dict):
         raise SpecError("job", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
-    return apply_overrides(doc, list(overrides))
+    doc = apply_overrides(doc, list(overrides))
+    if folder is not None:
+        resolve_workdir(doc, folder)
+    return doc
 
 
 class Client:
@@ -138,21 +143,26 @@ class Client:
         out: dict[str, Any] = self._json("GET", f"/v1/jobs/{job_id}/metrics")
         return out
 
-    def logs(self, job_id: str, task: str | None = None) -> str:
-        params = {"task": task} if task else {}
-        return self._request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
+    def logs(self, job_id: str, task: str | None = None, tail: int | None = None) -> str:
+        """The job's log text (every task's lines prefixed `[task] ` unless one is asked for)."""
+        return self._request("GET", f"/v1/jobs/{job_id}/logs", params=_log_params(task, tail, False)).text
 
-    def follow_logs(self, job_id: str, task: str | None = None) -> Iterator[str]:
-        """Yield log lines as they are written, until the job ends."""
-        params: dict[str, Any] = {"follow": "true", **({"task": task} if task else {})}
+    def log_lines(self, job_id: str, task: str | None = None, tail: int | None = None, follow: bool = False
+                  ) -> Iterator[str]:
+        """Yield log lines as the server streams them (`tail`: from each task's last N; `follow`: until the end)."""
         try:
-            with self._http.stream("GET", f"/v1/jobs/{job_id}/logs", params=params, timeout=None) as response:
+            with self._http.stream("GET", f"/v1/jobs/{job_id}/logs", params=_log_params(task, tail, follow),
+                                   timeout=None if follow else self._http.timeout) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise ApiError(response.status_code, _message(response))
                 yield from response.iter_lines()
         except httpx.TransportError as exc:
             raise Unreachable(f"lost the trainmaster server at {self.url} ({exc.__class__.__name__})") from None
+
+    def follow_logs(self, job_id: str, task: str | None = None, tail: int | None = None) -> Iterator[str]:
+        """Yield log lines as they are written, until the job ends."""
+        return self.log_lines(job_id, task, tail, follow=True)
 
     def nodes(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = self._json("GET", "/v1/nodes")
@@ -196,6 +206,15 @@ class Client:
                 left = [r["id"] for r in rows if r["state"] not in TERMINAL]
                 raise TrainmasterError(f"timed out waiting for {', '.join(left)}")
             time.sleep(poll)
+
+
+def _log_params(task: str | None, tail: int | None, follow: bool) -> dict[str, Any]:
+    params: dict[str, Any] = {"follow": "true"} if follow else {}
+    if task:
+        params["task"] = task
+    if tail is not None:
+        params["tail"] = tail
+    return params
 
 
 def _message(response: httpx.Response) -> str:

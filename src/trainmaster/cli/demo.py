@@ -131,10 +131,16 @@ def summary_table(client: Client, rows: list[dict[str, Any]], labels: dict[str, 
     return table
 
 
+def example(path: str) -> Path:
+    """An example YAML from the current folder or else the source checkout; the SDK resolves its workdir."""
+    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        if (base / path).is_file():
+            return base / path
+    raise TrainmasterError(f"{path} not found: run the demo from the repository root (`make demo`)")
+
+
 def run_demo(out: Path, policy: str | None, timeout: float) -> int:
-    missing = [a.path for a in WORKLOAD if not Path(a.path).is_file()]
-    if missing:
-        raise TrainmasterError(f"{missing[0]} not found: run the demo from the repository root (`make demo`)")
+    paths = {a.path: example(a.path) for a in WORKLOAD}
     console = Console()
     if console.width < 140:  # the tables need room; a narrow or piped output wraps them instead
         console = Console(width=140)
@@ -153,7 +159,7 @@ def run_demo(out: Path, policy: str | None, timeout: float) -> int:
                 elapsed = time.time() - t0
                 while pending and pending[0].at <= elapsed:
                     arrival = pending.pop(0)
-                    row = client.submit(arrival.path, arrival.overrides)
+                    row = client.submit(paths[arrival.path], arrival.overrides)
                     labels[row["id"]] = arrival.label
                     live.console.print(f"[dim]t={elapsed:5.1f}s[/dim] submitted [bold]{row['id']}[/bold]: "
                                        f"{arrival.label}, priority {row['priority']}")

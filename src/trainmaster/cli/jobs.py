@@ -23,6 +23,7 @@ from trainmaster.cli.console import LONG, make_console
 from trainmaster.core.timefmt import clock, humanize, relative
 from trainmaster.core.timefmt import duration as _duration
 
+MAX_TAIL = 1_000_000  # the server's bound (trainmaster.server.app.MAX_TAIL)
 EXIT_CODES = "exit codes: 0 ok, 2 bad input or refused, 3 no such job, 4 server unreachable, 1 server error"
 STATE_STYLE = {"running": "green", "starting": "cyan", "pending": "yellow", "succeeded": "bold green",
                "failed": "bold red", "cancelled": "magenta", "rejected": "red"}
@@ -63,6 +64,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("job")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
     p.add_argument("--task", default=None, help="one task, e.g. worker-0")
+    p.add_argument("--tail", type=_lines, default=None, metavar="N",
+                   help="start at each task's last N lines (with -f: then follow)")
     p = _command(sub, "cancel", "cancel a job", cancel)
     p.add_argument("job")
     p = _command(sub, "why", "why a job waits (or runs where it does), and when it should start", why)
@@ -122,15 +125,18 @@ def status(client: Client, args: argparse.Namespace, console: Console) -> Any:
 
 
 def logs(client: Client, args: argparse.Namespace, console: Console) -> Any:
-    if args.follow:
-        for line in client.follow_logs(args.job, args.task):
-            print(line, flush=True)
-        return None
-    text = client.logs(args.job, args.task)
-    if args.json:
-        return {"id": args.job, "logs": text}
-    print(text, end="")
+    if args.json and not args.follow:
+        return {"id": args.job, "logs": client.logs(args.job, args.task, args.tail)}
+    for line in client.log_lines(args.job, args.task, args.tail, follow=args.follow):
+        print(line, flush=args.follow)
     return None
+
+
+def _lines(text: str) -> int:
+    """`--tail N`: a whole number of lines, checked here so a typo is one line, not a server round trip."""
+    if not text.isdigit() or int(text) > MAX_TAIL:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a line count (write a whole number 0..{MAX_TAIL})")
+    return int(text)
 
 
 def cancel(client: Client, args: argparse.Namespace, console: Console) -> Any:

@@ -10,15 +10,20 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Annotated, Any
 
-from trainmaster.core.errors import SpecError
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, TypeAdapter, ValidationError
+
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.node import Node
-from trainmaster.core.resources import Resources, parse_cpu, parse_memory
+from trainmaster.core.resources import MAX_GPU, Resources, parse_cpu, parse_memory
+from trainmaster.core.validation import MAX_TEXT, Count, Price, Strict, first_error
 
 # Per-GPU host share used by the shorthand: an AWS g4dn.12xlarge (the Pollux
 # profiles' machine) has 48 vCPU and 192 GiB for 4 T4 GPUs.
 CPU_PER_GPU = 12
 MEMORY_PER_GPU = 48 * 2**30
+MAX_NODES = 100_000  # in one cluster: enough for any real one, small enough to build in memory
 _GROUP = re.compile(r"^(\d+)x(\d+)(?::([A-Za-z0-9_-]+))?$")
 
 
@@ -71,11 +76,16 @@ def parse_shorthand(spec: str) -> Cluster:
     for group_index, group in enumerate(spec.strip().split("+")):
         m = _GROUP.match(group.strip())
         if not m:
-            raise SpecError("cluster", f"{spec!r} is not a cluster spec",
+            raise SpecError("cluster", f"{shown(spec)} is not a cluster spec",
                             "write NODESxGPUS like 16x4, groups joined with +, or a path to a YAML/CSV file")
+        if len(m.group(1)) > 6 or len(m.group(2)) > 6:
+            raise SpecError("cluster", f"group {shown(group)} is too large", f"use at most {MAX_NODES} nodes")
         count, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3)
         if count <= 0:
-            raise SpecError("cluster", f"group {group!r} has no nodes", "use at least 1 node")
+            raise SpecError("cluster", f"group {shown(group)} has no nodes", "use at least 1 node")
+        if len(nodes) + count > MAX_NODES or gpus > MAX_GPU:
+            raise SpecError("cluster", f"{shown(spec)} is too large",
+                            f"use at most {MAX_NODES} nodes of at most {MAX_GPU} GPUs")
         share = max(gpus, 1)
         for i in range(count):
             nodes.append(Node(
@@ -84,6 +94,26 @@ def parse_shorthand(spec: str) -> Cluster:
                 gpu_type=(gpu_type or "gpu") if gpus else None,
             ))
     return Cluster(tuple(nodes))
+
+
+_Name = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+_LabelValue = Annotated[str, Field(max_length=MAX_TEXT)] | StrictInt | StrictFloat | StrictBool
+
+
+class _NodeGroup(Strict):
+    name: _Name | None = None
+    count: Count = 1
+    gpu: Annotated[int, Field(ge=0, le=MAX_GPU)] = 0
+    gpu_type: _Name | None = Field(default=None, alias="gpuType")
+    cpu: Any = None
+    memory: Any = None
+    zone: _Name = "zone-a"
+    transient: StrictBool = False
+    price_per_hour: Price = Field(default=0.0, alias="pricePerHour")
+    labels: dict[_Name, _LabelValue] | None = None
+
+
+_NODES = TypeAdapter(list[_NodeGroup])
 
 
 def cluster_from_mapping(doc: object, where: str = "cluster") -> Cluster:
@@ -97,41 +127,33 @@ def cluster_from_mapping(doc: object, where: str = "cluster") -> Cluster:
     """
     if not isinstance(doc, Mapping) or not isinstance(doc.get("nodes"), list):
         raise SpecError(f"{where}.nodes", "missing or not a list", "list the nodes under `nodes:`")
-    allowed = {"name", "count", "gpu", "gpuType", "cpu", "memory", "zone", "transient", "pricePerHour", "labels"}
+    try:
+        groups = _NODES.validate_python(doc["nodes"])
+    except ValidationError as exc:
+        raise first_error(exc, f"{where}.nodes") from None
+    if sum(g.count for g in groups) > MAX_NODES:
+        raise SpecError(f"{where}.nodes", f"more than {MAX_NODES} nodes in all", "describe a smaller cluster")
     nodes: list[Node] = []
-    for i, item in enumerate(doc["nodes"]):
+    for i, item in enumerate(groups):
         path = f"{where}.nodes[{i}]"
-        if not isinstance(item, Mapping):
-            raise SpecError(path, "must be a mapping", "write {name: ..., gpu: ..., cpu: ...}")
-        unknown = set(item) - allowed
-        if unknown:
-            raise SpecError(f"{path}.{sorted(unknown)[0]}", "unknown field", f"use one of {sorted(allowed)}")
-        name = str(item.get("name", f"node{i}"))
-        count = item.get("count", 1)
-        gpu = item.get("gpu", 0)
-        for key, value in (("count", count), ("gpu", gpu)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SpecError(f"{path}.{key}", f"{value!r} is not a whole number >= 0", "write e.g. 4")
-        price = item.get("pricePerHour", 0.0)
-        if not isinstance(price, (int, float)) or price < 0:
-            raise SpecError(f"{path}.pricePerHour", f"{price!r} is not a price", "write e.g. 0.74")
-        labels = item.get("labels", {}) or {}
-        if not isinstance(labels, Mapping):
-            raise SpecError(f"{path}.labels", "must be a mapping", "write {key: value}")
+        name = item.name or f"node{i}"
         capacity = Resources(
-            cpu=parse_cpu(item.get("cpu", CPU_PER_GPU * max(gpu, 1)), f"{path}.cpu"),
-            memory=parse_memory(item.get("memory", MEMORY_PER_GPU * max(gpu, 1)), f"{path}.memory"),
-            gpu=gpu,
+            cpu=parse_cpu(CPU_PER_GPU * max(item.gpu, 1) if item.cpu is None else item.cpu, f"{path}.cpu"),
+            memory=parse_memory(MEMORY_PER_GPU * max(item.gpu, 1) if item.memory is None else item.memory,
+                                f"{path}.memory"),
+            gpu=item.gpu,
         )
-        for k in range(count):
+        labels = tuple(sorted((a, str(b).lower() if isinstance(b, bool) else str(b))
+                              for a, b in (item.labels or {}).items()))
+        for k in range(item.count):
             nodes.append(Node(
-                name=name if count == 1 else f"{name}-{k}",
+                name=name if item.count == 1 else f"{name}-{k}",
                 capacity=capacity,
-                gpu_type=str(item.get("gpuType", "gpu")) if gpu else None,
-                zone=str(item.get("zone", "zone-a")),
-                transient=bool(item.get("transient", False)),
-                price_per_hour=float(price),
-                labels=tuple(sorted((str(a), str(b)) for a, b in labels.items())),
+                gpu_type=(item.gpu_type or "gpu") if item.gpu else None,
+                zone=item.zone,
+                transient=item.transient,
+                price_per_hour=float(item.price_per_hour),
+                labels=labels,
             ))
     if not nodes:
         raise SpecError(f"{where}.nodes", "is empty", "list at least one node")

@@ -24,13 +24,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
-from trainmaster.core.errors import SpecError
+from pydantic import Field, StrictBool, TypeAdapter, ValidationError
+
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.resources import Resources
 from trainmaster.core.spec import load_yaml_text
+from trainmaster.core.validation import MAX_TEXT, Count, Priority, Strict, Weight, first_error
 
 UNLIMITED = 1 << 62  # a quota field the YAML leaves out does not limit
-_FIELDS = {"name", "weight", "quota", "gpuTypes", "parent", "priority", "borrowing"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,53 +72,17 @@ def parse_quota(doc: Mapping[str, object], where: str) -> Resources:
                      gpu=parsed.gpu if "gpu" in doc else UNLIMITED)
 
 
-def _number(value: object, field_name: str, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(field_name, f"{value!r} is not a number", "write e.g. 1 or 2.5")
-    if value < 0 or (positive and value == 0):
-        raise SpecError(field_name, "must be positive" if positive else "must not be negative",
-                        "use a number above 0" if positive else "use 0 or more")
-    return float(value)
+class _Queue(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+    weight: Weight = 1.0
+    quota: dict[str, Any] | None = None
+    gpu_types: dict[Annotated[str, Field(max_length=MAX_TEXT)], Count] | None = Field(default=None, alias="gpuTypes")
+    parent: Annotated[str, Field(max_length=MAX_TEXT)] | None = None
+    priority: Priority = 0
+    borrowing: StrictBool = True
 
 
-def _queue(item: object, where: str) -> QueueSpec:
-    if not isinstance(item, Mapping):
-        raise SpecError(where, "must be a mapping", "write {name: research, weight: 2, quota: {gpu: 8}}")
-    unknown = set(item) - _FIELDS
-    if unknown:
-        raise SpecError(f"{where}.{sorted(unknown)[0]}", "unknown field", f"use one of {sorted(_FIELDS)}")
-    name = item.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise SpecError(f"{where}.name", "is required", "name the queue, e.g. name: research")
-    quota_doc = item.get("quota")
-    if quota_doc is not None and not isinstance(quota_doc, Mapping):
-        raise SpecError(f"{where}.quota", "must be a mapping", "write e.g. quota: {gpu: 8, cpu: 96}")
-    gpu_types = item.get("gpuTypes", {}) or {}
-    if not isinstance(gpu_types, Mapping):
-        raise SpecError(f"{where}.gpuTypes", "must be a mapping", "write e.g. gpuTypes: {v100: 8}")
-    per_type: list[tuple[str, int]] = []
-    for gpu_type, count in gpu_types.items():
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise SpecError(f"{where}.gpuTypes.{gpu_type}", f"{count!r} is not a whole number >= 0", "write e.g. 8")
-        per_type.append((str(gpu_type), count))
-    priority = item.get("priority", 0)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise SpecError(f"{where}.priority", f"{priority!r} is not a whole number", "write e.g. 10")
-    borrowing = item.get("borrowing", True)
-    if not isinstance(borrowing, bool):
-        raise SpecError(f"{where}.borrowing", f"{borrowing!r} is not true or false", "write true or false")
-    parent = item.get("parent")
-    if parent is not None and not isinstance(parent, str):
-        raise SpecError(f"{where}.parent", f"{parent!r} is not a queue name", "name another queue")
-    return QueueSpec(
-        name=name.strip(),
-        weight=_number(item.get("weight", 1.0), f"{where}.weight", positive=True),
-        quota=None if quota_doc is None else parse_quota(quota_doc, f"{where}.quota"),
-        gpu_quota=tuple(sorted(per_type)),
-        parent=parent,
-        priority=priority,
-        borrowing=borrowing,
-    )
+_QUEUES = TypeAdapter(list[_Queue])
 
 
 def queues_from_mapping(doc: object, where: str = "queues") -> dict[str, QueueSpec]:
@@ -123,17 +90,28 @@ def queues_from_mapping(doc: object, where: str = "queues") -> dict[str, QueueSp
     items = doc.get("queues") if isinstance(doc, Mapping) else doc
     if not isinstance(items, list) or not items:
         raise SpecError(where, "missing or not a list", "list the queues under `queues:`")
+    try:
+        models = _QUEUES.validate_python(items)
+    except ValidationError as exc:
+        raise first_error(exc, where) from None
     out: dict[str, QueueSpec] = {}
-    for i, item in enumerate(items):
-        queue = _queue(item, f"{where}[{i}]")
-        if queue.name in out:
-            raise SpecError(f"{where}[{i}].name", f"duplicate queue {queue.name!r}", "give each queue its own name")
-        out[queue.name] = queue
+    for i, item in enumerate(models):
+        name = item.name.strip()
+        if not name:
+            raise SpecError(f"{where}[{i}].name", "is required", "name the queue, e.g. name: research")
+        if name in out:
+            raise SpecError(f"{where}[{i}].name", f"duplicate queue {shown(name)}", "give each queue its own name")
+        out[name] = QueueSpec(
+            name=name, weight=item.weight,
+            quota=None if item.quota is None else parse_quota(item.quota, f"{where}[{i}].quota"),
+            gpu_quota=tuple(sorted((item.gpu_types or {}).items())),
+            parent=item.parent, priority=item.priority, borrowing=item.borrowing,
+        )
     for name, queue in out.items():
         if queue.parent is None:
             continue
         if queue.parent not in out:
-            raise SpecError(f"{where}.{name}.parent", f"unknown queue {queue.parent!r}",
+            raise SpecError(f"{where}.{name}.parent", f"unknown queue {shown(queue.parent)}",
                             f"use one of {', '.join(sorted(out))}")
         seen = {name}
         up: str | None = queue.parent

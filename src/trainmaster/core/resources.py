@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainmaster.core.errors import SpecError
+from trainmaster.core.errors import SpecError, shown
+
+# The largest quantity anyone writes: per replica, per node, or a queue's quota over a whole cluster.
+MAX_CPU = 1_000_000  # cores
+MAX_MEMORY = 2**60  # bytes (1 EiB)
+MAX_GPU = 100_000
 
 _UNITS = {
     "": 1,
@@ -19,33 +25,38 @@ _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kMGT]i?)?\s*$")
 def parse_memory(value: object, field: str = "memory") -> int:
     """Parse `16Gi`, `512Mi`, `1G` or a plain byte count into bytes."""
     if isinstance(value, bool):
-        raise SpecError(field, f"{value!r} is not a memory size", "write e.g. 16Gi or 512Mi")
+        raise SpecError(field, f"{shown(value)} is not a memory size", "write e.g. 16Gi or 512Mi")
     if isinstance(value, (int, float)):
-        number, unit = float(value), ""
+        number, unit = (float(value) if not isinstance(value, int) or abs(value) <= MAX_MEMORY else math.inf), ""
     elif isinstance(value, str) and (m := _QUANTITY.match(value)):
         number, unit = float(m.group(1)), m.group(2) or ""
     else:
-        raise SpecError(field, f"{value!r} is not a memory size", "write e.g. 16Gi or 512Mi")
+        raise SpecError(field, f"{shown(value)} is not a memory size", "write e.g. 16Gi or 512Mi")
     if number < 0:
         raise SpecError(field, "must not be negative", "use 0 or a positive size")
-    return int(number * _UNITS[unit])
+    size = number * _UNITS[unit]
+    if not (math.isfinite(size) and size <= MAX_MEMORY):
+        raise SpecError(field, "must be between 0 and 1Ei", "write a finite size in that range, e.g. 16Gi")
+    return int(size)
 
 
 def parse_cpu(value: object, field: str = "cpu") -> int:
     """Parse `4`, `0.5` or `500m` CPUs into millicores."""
     if isinstance(value, bool):
-        raise SpecError(field, f"{value!r} is not a CPU count", "write e.g. 2 or 500m")
+        raise SpecError(field, f"{shown(value)} is not a CPU count", "write e.g. 2 or 500m")
     if isinstance(value, (int, float)):
-        milli = round(float(value) * 1000)
-    elif isinstance(value, str) and re.fullmatch(r"\s*\d+m\s*", value):
-        milli = int(value.strip()[:-1])
+        cores = float(value) if not isinstance(value, int) or abs(value) <= MAX_CPU else math.inf
+    elif isinstance(value, str) and re.fullmatch(r"\s*\d{1,12}m\s*", value):
+        cores = int(value.strip()[:-1]) / 1000
     elif isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
-        milli = round(float(value) * 1000)
+        cores = float(value)
     else:
-        raise SpecError(field, f"{value!r} is not a CPU count", "write e.g. 2 or 500m")
-    if milli < 0:
+        raise SpecError(field, f"{shown(value)} is not a CPU count", "write e.g. 2 or 500m")
+    if cores < 0:
         raise SpecError(field, "must not be negative", "use 0 or a positive count")
-    return milli
+    if not (math.isfinite(cores) and cores <= MAX_CPU):
+        raise SpecError(field, f"must be between 0 and {MAX_CPU}", "write a finite CPU count in that range")
+    return round(cores * 1000)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -65,9 +76,11 @@ class Resources:
             raise SpecError(f"{field}.{name}", "unknown resource", "use cpu, memory or gpu")
         gpu = spec.get("gpu", 0)
         if isinstance(gpu, bool) or not isinstance(gpu, int):
-            raise SpecError(f"{field}.gpu", f"{gpu!r} is not a whole number", "write e.g. gpu: 1")
+            raise SpecError(f"{field}.gpu", f"{shown(gpu)} is not a whole number", "write e.g. gpu: 1")
         if gpu < 0:
             raise SpecError(f"{field}.gpu", "must not be negative", "use 0 or more")
+        if gpu > MAX_GPU:
+            raise SpecError(f"{field}.gpu", f"must be between 0 and {MAX_GPU}", "write a whole number in that range")
         return cls(
             cpu=parse_cpu(spec.get("cpu", 0), f"{field}.cpu"),
             memory=parse_memory(spec.get("memory", 0), f"{field}.memory"),

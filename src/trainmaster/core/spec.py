@@ -5,15 +5,18 @@ Every error names the field and the fix in one line (`SpecError`).
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
-from trainmaster.core.errors import SpecError
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.job import (
     Architecture,
     JobKind,
@@ -24,120 +27,132 @@ from trainmaster.core.job import (
     TransientUse,
 )
 from trainmaster.core.resources import Resources
+from trainmaster.core.validation import (
+    CHECKPOINT_SECONDS,
+    ESTIMATE_SECONDS,
+    MAX_ENV_BYTES,
+    MAX_TEXT,
+    Epochs,
+    Loss,
+    Plateau,
+    Priority,
+    Replicas,
+    Restarts,
+    Steps,
+    Strict,
+    Window,
+    check_range,
+    first_error,
+)
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]{0,62}[a-z0-9])?$")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,15})?)\s*(s|m|h)?\s*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+_Text = Annotated[str, Field(max_length=MAX_TEXT)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise PydanticCustomError("nul_character", "contains a NUL character")
+    return value
 
 
-class _Metadata(_Strict):
-    name: str
-    queue: str = "default"
-    priority: int = 0
-    labels: dict[str, str] = Field(default_factory=dict)
+_Arg = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_no_nul)]
 
 
-class _Role(_Strict):
-    min: int = Field(default=1, ge=0)
-    max: int | None = Field(default=None, ge=0)
+def _env_ok(env: dict[str, str]) -> dict[str, str]:
+    for key, value in env.items():
+        if not _ENV_NAME.match(key):
+            raise PydanticCustomError("env_name", "{key} is not an environment variable name", {"key": key[:40]})
+        if "\0" in value or len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_BYTES:
+            raise PydanticCustomError("env_value", "the value of {key} is over {limit} bytes or holds a NUL",
+                                      {"key": key, "limit": MAX_ENV_BYTES})
+    return env
+
+
+class _Metadata(Strict):
+    name: _Text
+    queue: _Text = "default"
+    priority: Priority = 0
+    labels: dict[_Text, _Text] = Field(default_factory=dict)
+
+
+class _Role(Strict):
+    min: Replicas = 1
+    max: Replicas | None = None
     resources: dict[str, Any] = Field(default_factory=dict)
 
 
-class _Target(_Strict):
-    steps: int | None = Field(default=None, gt=0)
-    epochs: int | None = Field(default=None, gt=0)
-    loss: float | None = None
-    plateau: float | None = Field(default=None, gt=0)
-    window: int = Field(default=100, gt=0)
+class _Target(Strict):
+    steps: Steps | None = None
+    epochs: Epochs | None = None
+    loss: Loss | None = None
+    plateau: Plateau | None = None
+    window: Window = 100
 
 
-class _Checkpoint(_Strict):
-    every: str | float = "300s"
+# A duration: `300s`, `5m`, `2h` or seconds; parse_duration checks the type and the range.
+_Duration = Annotated[Any, Field(json_schema_extra={"anyOf": [{"type": "string"}, {"type": "number"}]})]
 
 
-class _Spec(_Strict):
-    command: list[str] = Field(default_factory=list)
-    workdir: str | None = None
+class _Checkpoint(Strict):
+    every: _Duration = "300s"
+
+
+class _Spec(Strict):
+    command: list[_Arg] = Field(default_factory=list, max_length=1024)
+    workdir: _Arg | None = None
     architecture: Literal["allreduce", "parameter-server"] = "allreduce"
     roles: dict[str, _Role]
     target: _Target = Field(default_factory=_Target)
     transient: Literal["never", "allowed", "preferred"] = "allowed"
-    gpu_types: list[str] = Field(default_factory=list, alias="gpuTypes")
+    gpu_types: list[_Text] = Field(default_factory=list, alias="gpuTypes", max_length=64)
     checkpoint: _Checkpoint = Field(default_factory=_Checkpoint)
-    max_restarts: int = Field(default=5, ge=0, alias="maxRestarts")
+    max_restarts: Restarts = Field(default=5, alias="maxRestarts")
     kind: Literal["training", "service"] = "training"
-    estimate: str | float | None = None
-    job_type: str | None = Field(default=None, alias="jobType")
-    env: dict[str, str] = Field(default_factory=dict)
-    after: list[str] = Field(default_factory=list, max_length=100)  # job ids that must succeed first
+    estimate: _Duration = None
+    job_type: _Text | None = Field(default=None, alias="jobType")
+    env: Annotated[dict[str, str], AfterValidator(_env_ok)] = Field(default_factory=dict)
+    after: list[_Text] = Field(default_factory=list, max_length=100)  # job ids that must succeed first
 
 
-class _Document(_Strict):
+class _Document(Strict):
     api_version: Literal["trainmaster/v1"] = Field(alias="apiVersion")
     kind: Literal["TrainingJob"]
     metadata: _Metadata
     spec: _Spec
 
 
-_FIXES = {
-    "extra_forbidden": "remove it or check its spelling against the job spec in the README",
-    "missing": "add it",
-    "literal_error": "use one of the allowed values",
-    "int_type": "write a whole number",
-    "int_parsing": "write a whole number",
-    "float_type": "write a number",
-    "float_parsing": "write a number",
-    "greater_than_equal": "use a value that is not negative",
-    "greater_than": "use a positive value",
-    "list_type": "write a list",
-    "dict_type": "write a mapping",
-    "string_type": "write a string",
-}
+def job_schema(ref_template: str = "#/$defs/{model}") -> dict[str, Any]:
+    """The job document's JSON schema (the API publishes it as the request body of `POST /v1/jobs`)."""
+    return _Document.model_json_schema(by_alias=True, ref_template=ref_template)
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _first_error(exc: ValidationError) -> SpecError:
-    err = exc.errors()[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    kind = err["type"]
-    problem = "unknown field" if kind == "extra_forbidden" else (
-        "is required" if kind == "missing" else err["msg"].lower())
-    return SpecError(_field_path(loc), problem, _FIXES.get(kind, "see the job spec in the README"))
-
-
-def parse_duration(value: str | float, field: str) -> float:
-    """`300s`, `5m`, `2h` or plain seconds."""
+def parse_duration(value: object, field: str, bounds: tuple[float, float] = CHECKPOINT_SECONDS) -> float:
+    """`300s`, `5m`, `2h` or plain seconds, within `bounds`."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        seconds = float(value) if not isinstance(value, int) or abs(value) <= bounds[1] else math.inf
     elif isinstance(value, str) and (m := _DURATION.match(value)):
         seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
     else:
-        raise SpecError(field, f"{value!r} is not a duration", "write e.g. 300s, 5m or 2h")
+        raise SpecError(field, f"{shown(value)} is not a duration", "write e.g. 300s, 5m or 2h")
     if seconds < 0:
         raise SpecError(field, "must not be negative", "use a positive duration")
+    check_range(seconds, *bounds, field, "duration in seconds")
     return seconds
 
 
 def job_from_mapping(doc: object) -> JobSpec:
     """Validate a parsed YAML/JSON document and build the JobSpec, or raise SpecError."""
     if not isinstance(doc, Mapping):
-        raise SpecError("", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
+        raise SpecError("job", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
     try:
         model = _Document.model_validate(doc)
     except ValidationError as exc:
-        raise _first_error(exc) from None
+        raise first_error(exc) from None
     meta, spec = model.metadata, model.spec
     if not _NAME.match(meta.name):
-        raise SpecError("metadata.name", f"{meta.name!r} is not a valid name",
+        raise SpecError("metadata.name", f"{shown(meta.name)} is not a valid name",
                         "use lower-case letters, digits, '-', '_' or '.', at most 64 characters")
     if not spec.roles:
         raise SpecError("spec.roles", "is empty", "add a `worker:` role")
@@ -167,7 +182,7 @@ def job_from_mapping(doc: object) -> JobSpec:
     kind = JobKind(spec.kind)
     if kind is JobKind.SERVICE and any(r.elastic for r in roles.values()):
         raise SpecError("spec.kind", "a service has a fixed size", "set min equal to max for every role")
-    estimate = None if spec.estimate is None else parse_duration(spec.estimate, "spec.estimate")
+    estimate = None if spec.estimate is None else parse_duration(spec.estimate, "spec.estimate", ESTIMATE_SECONDS)
     return JobSpec(
         name=meta.name,
         queue=meta.queue,
@@ -199,21 +214,54 @@ def load_yaml_text(text: str, where: str = "job") -> object:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise SpecError(where, f"malformed YAML{at}: {problem}", "fix the YAML syntax") from None
+    except RecursionError:
+        raise SpecError(where, "the YAML is nested too deeply", "flatten the document") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a value PyYAML matched but cannot build (a huge int)
+        raise SpecError(where, f"malformed YAML: {str(exc).splitlines()[0][:200]}", "fix the value") from None
 
 
-def load_job(path: str | Path) -> JobSpec:
-    """Read and validate a job YAML file."""
+def resolve_workdir(doc: object, folder: str | Path) -> object:
+    """Anchor the job's paths to the folder of the YAML it came from, never to the daemon's working directory.
+
+    A missing `spec.workdir` becomes `folder` (absolute); a relative one is joined
+    to it. The command runs in the workdir, so `command: [python, train.py]` next
+    to the YAML works wherever the daemon was started. Anything malformed is
+    left as it is for the validation to name.
+    """
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    if isinstance(spec, dict):
+        workdir = spec.get("workdir")
+        base = Path(folder).resolve()
+        if workdir is None:
+            spec["workdir"] = str(base)
+        elif isinstance(workdir, str) and workdir and "\0" not in workdir:
+            spec["workdir"] = os.path.normpath(base / workdir)
+    return doc
+
+
+def read_job_document(path: str | Path) -> object:
+    """A job YAML file as a document, its workdir resolved against the file's folder."""
     p = Path(path)
     if not p.is_file():
         raise SpecError(str(p), "no such file", "check the path to the job YAML")
-    return job_from_mapping(load_yaml_text(p.read_text(), str(p)))
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(str(p), f"cannot read it ({exc.__class__.__name__})",
+                        "pass a readable UTF-8 YAML file") from None
+    return resolve_workdir(load_yaml_text(text, str(p)), p.parent)
+
+
+def load_job(path: str | Path) -> JobSpec:
+    """Read and validate a job YAML file (its workdir resolved against the file's folder)."""
+    return job_from_mapping(read_job_document(path))
 
 
 def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply `--set a.b.c=value` overrides (value parsed as YAML) to a job document."""
     for item in overrides:
         if "=" not in item:
-            raise SpecError("--set", f"{item!r} has no '='", "write --set spec.roles.worker.max=4")
+            raise SpecError("--set", f"{shown(item)} has no '='", "write --set spec.roles.worker.max=4")
         key, raw = item.split("=", 1)
         value = load_yaml_text(raw, f"--set {key}")
         node: dict[str, Any] = doc

@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from trainmaster.controller.loop import Controller
-from trainmaster.core.errors import SpecError, TrainmasterError
-from trainmaster.core.spec import load_yaml_text
+from trainmaster.core.errors import SpecError, TrainmasterError, shown
+from trainmaster.core.spec import job_schema, load_yaml_text
 from trainmaster.core.states import JobState
 from trainmaster.server.auth import TokenGuard
 from trainmaster.server.daemon import Daemon
@@ -33,6 +32,7 @@ from trainmaster.server.dashboard import mount as mount_dashboard
 from trainmaster.server.gate import Conflict
 from trainmaster.server.history import history as history_rows
 from trainmaster.server.logs import RequestLog
+from trainmaster.server.task_logs import log_parts, stream_logs, task_names
 from trainmaster.server.why import explain, from_store
 
 try:  # not `trainmaster.__version__`: the package root re-exports the SDK, which lives above this layer
@@ -40,6 +40,9 @@ try:  # not `trainmaster.__version__`: the package root re-exports the SDK, whic
 except PackageNotFoundError:
     VERSION = "unknown"
 MAX_BODY = 1 << 20  # a job document is a few hundred bytes; 1 MiB is generous
+COMPONENTS = "#/components/schemas/"
+MAX_LIMIT = 100_000  # jobs in one listing
+MAX_TAIL = 1_000_000  # lines of `logs?tail=N`
 
 
 class Job(BaseModel):
@@ -100,6 +103,19 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
         app.add_middleware(TokenGuard, token=token)
     app.add_middleware(RequestLog)  # outermost: one log line per request, refused ones too
 
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document plus the job schema (the body is parsed by hand, as YAML or JSON)."""
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            body = job_schema(ref_template=COMPONENTS + "{model}")
+            schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(body.pop("$defs", {}))
+            schemas["TrainingJob"] = body
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return _error(exc.status, exc.message, exc.field, exc.fix)
@@ -110,7 +126,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
 
     @app.exception_handler(TrainmasterError)
     async def tm_error(request: Request, exc: TrainmasterError) -> JSONResponse:
-        return _error(422, str(exc))
+        return _error(422, str(exc), "body")  # raised while taking a submitted document
 
     @app.exception_handler(RequestValidationError)
     async def bad_params(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -121,7 +137,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
     def job_or_404(job_id: str) -> dict[str, Any]:
         row = daemon.store.job(job_id)
         if row is None:
-            raise ApiError(404, f"no job {job_id!r}", "job", "list jobs with `trainmaster queue`")
+            raise ApiError(404, f"no job {shown(job_id)}", "job", "list jobs with `trainmaster queue`")
         return row
 
     @app.get("/v1/health")
@@ -131,7 +147,7 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
 
     @app.post("/v1/jobs", status_code=201, response_model=Job, openapi_extra={"requestBody": {
         "required": True, "description": "A TrainingJob document, as YAML or JSON",
-        "content": {"application/json": {"schema": {"type": "object"}},
+        "content": {"application/json": {"schema": {"$ref": f"{COMPONENTS}TrainingJob"}},
                     "application/yaml": {"schema": {"type": "string"}}}}})
     async def submit(request: Request) -> dict[str, Any]:
         """Accept a job. It is committed to the store before this answers."""
@@ -152,12 +168,13 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
 
     @app.get("/v1/jobs", response_model=list[Job])
     def list_jobs(state: Annotated[list[str] | None, Query()] = None, queue: str | None = None,
-                  limit: Annotated[int | None, Query(ge=1)] = None, all: bool = True) -> list[dict[str, Any]]:
+                  limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT)] = None,
+                  all: bool = True) -> list[dict[str, Any]]:
         """Jobs in submit order; `all=false` keeps only unfinished ones."""
         states = list(state or [])
         for s in states:
             if s not in {x.value for x in JobState}:
-                raise ApiError(400, f"unknown state {s!r}", "state",
+                raise ApiError(400, f"unknown state {shown(s)}", "state",
                                f"use one of {', '.join(x.value for x in JobState)}")
         if not all and not states:
             states = [s.value for s in JobState if not s.terminal]
@@ -201,28 +218,29 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
                 "allocations": [{k: e[k] for k in ("time", "what", "state", "allocation", "gpus", "tasks")}
                                 for e in changes]}
 
-    @app.get("/v1/jobs/{job_id}/logs", response_model=None)
-    def logs(job_id: str, follow: bool = False, task: str | None = None) -> PlainTextResponse | StreamingResponse:
-        """The tasks' output. `task` picks one (e.g. worker-0); `follow` streams until the job ends."""
+    @app.get("/v1/jobs/{job_id}/logs", response_class=StreamingResponse,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+    def logs(job_id: str, follow: bool = False, task: str | None = None,
+             tail: Annotated[int | None, Query(ge=0, le=MAX_TAIL)] = None) -> StreamingResponse:
+        """The tasks' output, streamed. `task` picks one (e.g. worker-0); `tail=N` starts at each task's last N
+        lines; `follow` keeps streaming until the job ends."""
         job_or_404(job_id)
         if run_dir is None:
             raise ApiError(404, "this daemon keeps no logs", "logs")
         job_dir = run_dir / job_id
-        if task is not None and not re.fullmatch(r"(worker|ps)-\d+", task):
-            raise ApiError(400, f"{task!r} is not a task name", "task", "write e.g. worker-0 or ps-1")
-        if task is not None and not (job_dir / f"{task}.log").is_file():
-            names = sorted(p.stem for p in job_dir.glob("*.log"))
-            raise ApiError(404, f"no task {task!r} in job {job_id}", "task",
+        if task is not None and not re.fullmatch(r"(worker|ps)-\d{1,6}", task):
+            raise ApiError(400, f"{shown(task)} is not a task name", "task", "write e.g. worker-0 or ps-1")
+        if task is not None and not log_parts(job_dir, task):
+            names = task_names(job_dir)
+            raise ApiError(404, f"no task {shown(task)} in job {job_id}", "task",
                            f"use one of {', '.join(names)}" if names else "the job has not started yet")
 
         def done() -> bool:
             row = daemon.store.job(job_id)
             return row is None or JobState(row["state"]).terminal
 
-        lines = _tail(job_dir, task, follow, done, log_poll)
-        if follow:
-            return StreamingResponse(lines, media_type="text/plain")
-        return PlainTextResponse("".join(lines))
+        lines = stream_logs(job_dir, task, tail=tail, follow=follow, done=done, poll=log_poll)
+        return StreamingResponse(lines, media_type="text/plain; charset=utf-8")
 
     # -- Slurm-shaped control and accounting: hold, release, update, history ------------------
     @app.exception_handler(Conflict)
@@ -297,51 +315,18 @@ def _parse_body(raw: bytes, content_type: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise ApiError(400, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                            "body", "fix the JSON syntax") from None
+        except (ValueError, RecursionError) as exc:  # a number over Python's digit limit; nesting too deep
+            raise ApiError(400, f"malformed JSON: {str(exc)[:200]}", "body", "fix the JSON") from None
     else:
         try:
             doc = load_yaml_text(text, "body")
+            doc = json.loads(json.dumps(doc))  # the store keeps JSON: no dates, sets or self-references
         except SpecError as exc:
             raise ApiError(400, str(exc), exc.field, exc.fix) from None
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ApiError(400, f"the YAML holds a value JSON cannot (dates, binary, anchors that loop): "
+                           f"{str(exc)[:120]}", "body", "write plain strings, numbers, lists and mappings") from None
     if not isinstance(doc, dict):
         raise ApiError(400, "the job document must be a mapping", "body",
                        "start with `apiVersion: trainmaster/v1`")
     return doc
-
-
-def _tail(job_dir: Path, task: str | None, follow: bool, done: Any, poll: float) -> Iterator[str]:
-    """Lines of the job's log files, each prefixed with its task unless one task was asked for.
-
-    Following: read what is new every `poll` seconds; stop once the job has
-    ended and everything written has been sent.
-    """
-    offsets: dict[Path, int] = {}
-    partial: dict[Path, str] = {}
-    while True:
-        finished = follow and done()  # decided before reading, so the last lines are not lost
-        paths = [job_dir / f"{task}.log"] if task else sorted(job_dir.glob("*.log"))
-        for path in paths:
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            start = offsets.get(path, 0)
-            if size < start:  # the file was rewritten (a restart): read it again from the top
-                start = 0
-            if size == start:
-                continue
-            with path.open("rb") as f:
-                f.seek(start)
-                data = f.read(size - start)
-            offsets[path] = size
-            text = partial.pop(path, "") + data.decode("utf-8", "replace")
-            *complete, rest = text.split("\n")
-            if rest:
-                partial[path] = rest
-            prefix = "" if task else f"[{path.stem}] "
-            for line in complete:
-                yield f"{prefix}{line}\n"
-        if not follow or finished:
-            for path, rest in partial.items():
-                yield f"{'' if task else f'[{path.stem}] '}{rest}\n"
-            return
-        time.sleep(poll)

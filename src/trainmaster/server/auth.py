@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
 import os
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -19,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from trainmaster.core.errors import TrainmasterError
 
 TOKEN_ENV = "TRAINMASTER_TOKEN"
+log = logging.getLogger("trainmaster.server")
 
 
 def is_loopback(host: str) -> bool:
@@ -47,6 +49,9 @@ def read_token(path: str | Path | None) -> str | None:
         token = p.read_text().strip()
         if not token:
             raise TrainmasterError(f"--token-file: {p} is empty")
+        mode = p.stat().st_mode & 0o777
+        if mode & 0o077:
+            log.warning("--token-file %s is readable by others (mode %o): chmod 600 %s", p, mode, p)
         return token
     return os.environ.get(TOKEN_ENV) or None
 
@@ -64,7 +69,8 @@ class TokenGuard:
             if scope["path"] == "/" and not given:  # the dashboard page, opened as /?token=... (no header)
                 given = f"Bearer {_query_token(scope)}".encode()
             if not hmac.compare_digest(given, self.expected):
-                body = json.dumps({"error": "missing or wrong token (send Authorization: Bearer <token>)"}).encode()
+                body = json.dumps({"error": "missing or wrong token (send Authorization: Bearer <token>)",
+                                   "field": "authorization"}).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                     (b"content-length", str(len(body)).encode())]})

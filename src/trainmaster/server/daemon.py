@@ -19,6 +19,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from trainmaster.core.errors import SpecError, TrainmasterError
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.queue import QueueSpec
+from trainmaster.core.runnable import check_runnable
 from trainmaster.core.spec import job_from_mapping
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine, Outcome, Recovered
@@ -162,8 +164,11 @@ class Daemon:
 
     # -- commands from the API (any thread) -----------------------------------------
     def validate(self, doc: object) -> JobSpec:
-        """Check a job document: the spec, its queue, and that it could ever fit here."""
+        """Check a job document: the spec, its queue, that its command resolves, and that it could ever fit here."""
         spec = job_from_mapping(doc)
+        base_dir = getattr(self.engine, "base_dir", None)  # engines that run commands here (local) have one
+        if isinstance(base_dir, Path):
+            check_runnable(spec, base_dir)
         if spec.queue not in self.queue_names:
             raise SpecError("metadata.queue", f"unknown queue {spec.queue!r}",
                             f"use one of {', '.join(sorted(self.queue_names))}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +55,26 @@ def check_port(host: str, port: int) -> None:
                                    "(another trainmaster server? pick one with --port)") from None
 
 
+def private_dir(path: Path) -> Path:
+    """Create (or tighten) a folder only its owner can enter: job logs and the store may hold secrets."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create (or tighten) a file to 0600 before anything writes to it (SQLite's -wal/-shm files copy its mode)."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)
+    return path
+
+
 def lock_data_dir(data_dir: Path) -> IO[bytes]:
     """One daemon per data directory, or two would start the same jobs; the kernel drops the lock on kill -9."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    handle = (data_dir / "server.lock").open("ab")
+    private_dir(data_dir)
+    handle = private_file(data_dir / "server.lock").open("ab")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -72,9 +89,9 @@ def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
     policy = make_policy(config.policy or DEFAULT_POLICY)
     queues = load_queues(config.queues) if config.queues else None
     cluster = load_cluster(config.cluster) if config.cluster else None
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    run_dir = config.data_dir / "runs"
-    store = Store(config.data_dir / "trainmaster.db")
+    private_dir(config.data_dir)
+    run_dir = private_dir(config.data_dir / "runs")
+    store = Store(private_file(config.data_dir / "trainmaster.db"))
     engine = make_engine(config.engine, cluster=cluster, run_dir=run_dir, ledger_journal=config.ledger_journal)
     return Daemon(store, engine, policy, queues=queues, poll=config.poll), store, run_dir
 

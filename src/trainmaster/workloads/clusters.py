@@ -14,14 +14,15 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from trainmaster.core.cluster import Cluster, cluster_from_mapping, parse_shorthand
-from trainmaster.core.errors import SpecError
+from trainmaster.core.cluster import MAX_NODES, Cluster, cluster_from_mapping, parse_shorthand
+from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.core.spec import load_yaml_text
 
 TIRESIAS_COLUMNS = ["num_switch", "num_node_p_switch", "num_gpu_p_node", "num_cpu_p_node", "mem_p_node"]
 GIB = 2**30
+MAX_CELL = 1_000_000  # switches, nodes, GPUs, CPUs or GiB in one cell
 
 
 def _rows(path: Path) -> list[list[str]]:
@@ -35,10 +36,10 @@ def _rows(path: Path) -> list[list[str]]:
 def _whole(value: str, where: str) -> int:
     try:
         number = int(float(value))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, or inf
         number = -1
-    if number < 0:
-        raise SpecError(where, f"{value!r} is not a whole number >= 0", "fix the cell")
+    if not 0 <= number <= MAX_CELL:
+        raise SpecError(where, f"{shown(value)} is not a whole number between 0 and {MAX_CELL}", "fix the cell")
     return number
 
 
@@ -53,6 +54,8 @@ def load_tiresias_cluster(path: Path) -> Cluster:
         if len(row) != len(TIRESIAS_COLUMNS):
             raise SpecError(f"{path}:{n}", f"has {len(row)} fields", f"write {len(TIRESIAS_COLUMNS)} numbers")
         switches, per_switch, gpus, cpus, mem = (_whole(v, f"{path}:{n}") for v in row)
+        if len(nodes) + switches * per_switch > MAX_NODES:
+            raise SpecError(f"{path}:{n}", f"more than {MAX_NODES} nodes in all", "describe a smaller cluster")
         for _ in range(switches):
             switch = f"s{switch_count}"
             switch_count += 1
