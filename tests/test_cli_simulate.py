@@ -106,5 +106,5 @@ def test_real_process_prints_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"trainmaster: error: {bad}.nodes[0].color: unknown field (use one of ['count', 'cpu', 'gpu', 'gpuType', "
-        "'labels', 'memory', 'name', 'pricePerHour', 'transient', 'zone'])"]
+        f"trainmaster: error: {bad}.nodes[0].color: unknown field (use one of count, cpu, gpu, gpuType, labels, "
+        "memory, name, pricePerHour, transient, zone)"]

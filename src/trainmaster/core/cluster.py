@@ -130,7 +130,7 @@ def cluster_from_mapping(doc: object, where: str = "cluster") -> Cluster:
     try:
         groups = _NODES.validate_python(doc["nodes"])
     except ValidationError as exc:
-        raise first_error(exc, f"{where}.nodes") from None
+        raise first_error(exc, f"{where}.nodes", _NodeGroup) from None
     if sum(g.count for g in groups) > MAX_NODES:
         raise SpecError(f"{where}.nodes", f"more than {MAX_NODES} nodes in all", "describe a smaller cluster")
     nodes: list[Node] = []

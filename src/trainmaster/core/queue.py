@@ -93,7 +93,7 @@ def queues_from_mapping(doc: object, where: str = "queues") -> dict[str, QueueSp
     try:
         models = _QUEUES.validate_python(items)
     except ValidationError as exc:
-        raise first_error(exc, where) from None
+        raise first_error(exc, where, _Queue) from None
     out: dict[str, QueueSpec] = {}
     for i, item in enumerate(models):
         name = item.name.strip()

@@ -149,7 +149,7 @@ def job_from_mapping(doc: object) -> JobSpec:
     try:
         model = _Document.model_validate(doc)
     except ValidationError as exc:
-        raise first_error(exc) from None
+        raise first_error(exc, model=_Document) from None
     meta, spec = model.metadata, model.spec
     if not _NAME.match(meta.name):
         raise SpecError("metadata.name", f"{shown(meta.name)} is not a valid name",

@@ -8,7 +8,7 @@ arithmetic in the policies) or turns into NaN. An out-of-range value is a
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
@@ -128,8 +128,30 @@ def field_path(loc: tuple[int | str, ...], where: str = "") -> str:
     return out
 
 
-def first_error(exc: ValidationError, where: str = "") -> SpecError:
-    """The first pydantic error as one line: the field, the problem, the fix."""
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds (`X`, `X | None`, `list[X]`, `dict[str, X]`, ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def allowed_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names (as written in YAML) of the model an error at `loc` is in; list indices and mapping
+    keys on the way are passed over."""
+    current = model
+    for part in loc:
+        field = next((f for name, f in current.model_fields.items() if part in (name, f.alias)), None)
+        if field is not None:
+            inner = _models_in(field.annotation)
+            if not inner:
+                return []
+            current = inner[0]
+    return sorted(f.alias or name for name, f in current.model_fields.items())
+
+
+def first_error(exc: ValidationError, where: str = "", model: type[BaseModel] | None = None) -> SpecError:
+    """The first pydantic error as one line: the field, the problem, the fix (for an unknown field, the
+    fields `model` allows there)."""
     err = exc.errors()[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (  # pydantic's own steps, not fields
         "[" in p or p.startswith("constrained-") or p in ("int", "float", "str", "bool"))))
@@ -140,4 +162,7 @@ def first_error(exc: ValidationError, where: str = "") -> SpecError:
                          f"write a {'whole' if ctx['whole'] else 'finite'} number in that range")
     problem = "unknown field" if kind == "extra_forbidden" else (
         "is required" if kind == "missing" else str(err["msg"])[:1].lower() + str(err["msg"])[1:])
-    return SpecError(field_path(loc, where), problem, _FIXES.get(kind, "see the spec in the README"))
+    fix = _FIXES.get(kind, "see the spec in the README")
+    if kind == "extra_forbidden" and model is not None and (names := allowed_fields(model, loc[:-1])):
+        fix = f"use one of {', '.join(names)}"
+    return SpecError(field_path(loc, where), problem, fix)
