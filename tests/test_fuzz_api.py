@@ -113,7 +113,9 @@ def test_cancel_of_an_unknown_and_a_known_job(client: TestClient) -> None:
 
 OPERATIONS = ["GET /v1/health", "POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{job_id}",
               "POST /v1/jobs/{job_id}/cancel", "GET /v1/jobs/{job_id}/why", "GET /v1/jobs/{job_id}/metrics",
-              "GET /v1/jobs/{job_id}/logs", "GET /v1/nodes", "GET /v1/queues"]
+              "GET /v1/jobs/{job_id}/logs", "GET /v1/nodes", "GET /v1/queues", "GET /v1/history", "GET /v1/overview",
+              "GET /v1/pending", "GET /v1/timeline", "POST /v1/jobs/{job_id}/hold", "POST /v1/jobs/{job_id}/release",
+              "POST /v1/jobs/{job_id}/update"]
 POSITIVE, NEGATIVE = schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE
 # Negative examples (what the document forbids) exist only where it constrains something: a body, bounded queries.
 CASES = [(op, POSITIVE) for op in OPERATIONS] + [

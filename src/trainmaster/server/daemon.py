@@ -195,7 +195,13 @@ class Daemon:
         self._commands.put(lambda: self._cancel(job_id))
 
     def call(self, fn: Callable[[Controller], T], timeout: float = 10.0) -> T:
-        """Run `fn(controller)` in the daemon thread and return its result."""
+        """Run `fn(controller)` in the daemon thread and return its result.
+
+        TimeoutError (the API's 503) when the thread does not take it within `timeout`, at once when the
+        scheduler thread is not running (stopped, or not started).
+        """
+        if not self.alive:
+            raise TimeoutError("the scheduler thread is not running")
         future: Future[T] = Future()
 
         def run() -> None:
