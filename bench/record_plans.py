@@ -53,8 +53,8 @@ def wait_kind(plan: Plan, job_id: str) -> str:
         return "never-fits"
     if job_id in plan.allocations:
         return ""
-    head = plan.reasons.get(job_id, "").split(":", 1)[0].strip()  # the kind is the reason's first word
-    return "priority" if head == "fifo" else head or "none"
+    wait = plan.waits.get(job_id)
+    return wait.kind.value if wait is not None else "none"
 
 
 def queued(workload: Workload) -> Workload:
