@@ -70,12 +70,6 @@ class Snapshot:
     held: Mapping[str, Allocation] | None = None  # the allocation of every active job
     pending_ids: tuple[str, ...] | None = None  # ids of the pending jobs, in `jobs` order
 
-    def pending(self) -> list[JobView]:
-        return [j for j in self.jobs.values() if j.pending]
-
-    def active(self) -> list[JobView]:
-        return [j for j in self.jobs.values() if j.active]
-
 
 @dataclass(frozen=True)
 class Plan:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.why import explain as explain_job
 
 
-def explain(controller: Controller, job_id: str) -> dict[str, Any] | None:
+def explain(controller: Controller, job_id: str) -> dict[str, str | float | None] | None:
     """Reason, category and predicted start of a live job, or None when the controller no longer holds it."""
     if job_id not in controller.live:
         return None
