@@ -1,7 +1,8 @@
 """Record every decision of every preset on fixed workloads, to show a refactor changes no plan.
 
 Each preset replays, in the simulator, Pollux's workloads 1-8 (from
-../shared/data, skipped when absent) on 16 nodes x 4 GPUs, a synthetic
+../shared/data, skipped when absent) on 16 nodes x 4 GPUs, with jobs elastic
+from 1 to 2x their request and at their requested size (`-fixed`), a synthetic
 workload, and the same synthetic workload split over three queues with quotas
 and priorities (so reclaim, quota waits and priority preemption happen). After
 every decision it writes one line per job whose planned allocation or wait kind
@@ -68,9 +69,11 @@ def queued(workload: Workload) -> Workload:
 
 def workloads(data: Path | None, only: str | None) -> Iterator[tuple[str, Cluster, bool, dict[str, QueueSpec]]]:
     """(workload text, cluster, elastic, queues) for every recorded run."""
-    if only in (None, "pollux") and data is not None and (data / "pollux" / "workloads").is_dir():
-        for i in range(1, 9):
-            yield str(data / "pollux" / "workloads" / f"workload-{i}.csv"), parse_shorthand("16x4"), True, {}
+    if data is not None and (data / "pollux" / "workloads").is_dir():
+        for elastic in (True, False):
+            if only in (None, "pollux" if elastic else "pollux-fixed"):
+                for i in range(1, 9):
+                    yield str(data / "pollux" / "workloads" / f"workload-{i}.csv"), parse_shorthand("16x4"), elastic, {}
     if only in (None, "synthetic"):
         yield SYNTHETIC, parse_shorthand("8x4"), True, {}
         yield SYNTHETIC, parse_shorthand("8x4"), True, QUEUES
@@ -153,7 +156,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--only", choices=("pollux", "synthetic"))
+    parser.add_argument("--only", choices=("pollux", "pollux-fixed", "synthetic"))
     parser.add_argument("--policy", default=",".join(PRESETS))
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
     args = parser.parse_args()
@@ -165,7 +168,7 @@ def main() -> None:
     for text, cluster, elastic, queues in workloads(args.data if args.data.is_dir() else None, args.only):
         for preset in args.policy.split(","):
             lines = record(text, cluster, elastic, queues, preset)
-            name = f"{run_name(text, queues)}.{preset}.tsv"
+            name = f"{run_name(text, queues)}{'' if elastic else '-fixed'}.{preset}.tsv"
             (args.out / name).write_text("".join(line + "\n" for line in lines))
             print(f"{name}: {len(lines)} decisions, digest {plans_digest(lines)}", flush=True)
 

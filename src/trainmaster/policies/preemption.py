@@ -20,8 +20,10 @@ Two rules, in the stated order of who may be evicted:
   claimant's queue is within its own quota). Candidates go in order of least
   work lost since their last checkpoint (GPU-seconds, counting periodic
   checkpoints), then lowest priority, then latest started. Unneeded victims are
-  put back. The claimant is tried only with a first victim out: a job waiting
-  behind the head of the line starts by preempting, never by jumping the line.
+  put back. The claimant is tried only once a first victim is out, as before the
+  two preemptions were merged (kept so plans stay the same; note that a job
+  waiting behind the head that fits as is still starts when it has an evictable
+  candidate, which then goes back: bench/results/policy-core.md).
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ class VictimRule:
     migrate = False  # place the victims still out again, wherever they fit, after every claimant
     quota_aware = False  # place claimants within hard quotas (`queues.try_place`)
 
-    def claimants(self, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+    def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
 
     def room(self, claimant: JobView) -> Resources | None:
@@ -170,7 +172,7 @@ class LowerRank(VictimRule):
     def _rank(self, jid: str) -> int:
         return self.ws.rank.get(jid, self.last)
 
-    def claimants(self, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+    def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return sorted(blocked, key=lambda j: self._rank(j.id))
 
     def room(self, claimant: JobView) -> Resources | None:
@@ -215,7 +217,9 @@ class QueueRules(VictimRule):
         running.sort(key=lambda v: (work_lost(v, snap.now), v.spec.priority, -(v.running_since or snap.now), v.id))
         for victim in running:
             held = ws.allocations.get(victim.id)
-            kind = held and _victim_kind(claimant, victim, ws, self.min_runtime, quota_blocked, held)  # usage moved
+            if not held:
+                continue
+            kind = _victim_kind(claimant, victim, ws, self.min_runtime, quota_blocked, held)  # usage moved
             if kind:
                 yield victim, kind
 
@@ -273,7 +277,7 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     """The one preemption (module doc): the jobs still blocked after it."""
     still: list[JobView] = []
     out: list[JobView] = []  # victims still out
-    for claimant in rule.claimants(blocked, ws):
+    for claimant in rule.claimants(blocked):
         evicted = _evict_for(rule, ws, claimant)
         if evicted is None:
             still.append(claimant)
