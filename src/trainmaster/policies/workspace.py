@@ -224,6 +224,7 @@ class Workspace:
         self._scans = 0
         self._book: QueueBook | None = None
         self._trials: list[Trial] = []
+        self._behind: tuple[str, Wait] | None = None  # the wait of the jobs behind the current head
 
     # -- waits ---------------------------------------------------------------
     def block(self, job_id: str, kind: WaitKind, detail: str) -> None:
@@ -241,8 +242,11 @@ class Workspace:
             self.block(job.id, kind, f"needs {need} for {tasks} task(s) at once; {self.total_free} free")
 
     def block_behind(self, job_id: str, head_id: str) -> None:
-        """Strict order: `job_id` waits behind the blocked head of the line."""
-        self.block(job_id, WaitKind.PRIORITY, f"waiting behind {head_id}, first in line")
+        """Strict order: `job_id` waits behind the blocked head of the line (one shared wait per head)."""
+        wait = self._behind
+        if wait is None or wait[0] != head_id:
+            wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
+        self.waits[job_id] = wait[1]
 
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
@@ -469,7 +473,11 @@ class Workspace:
             allocations = {jid: a for jid, a in self.allocations.items() if a}
         reasons = {jid: text for jid, text in self.notes.items() if jid in allocations}
         waits = {jid: w for jid, w in self.waits.items() if jid not in allocations and jid not in self.rejected}
+        last: Wait | None = None
+        text = ""
         for jid, wait in waits.items():
-            reasons[jid] = render(wait)
+            if wait is not last:  # the jobs behind one head share one wait: render it once
+                last, text = wait, render(wait)
+            reasons[jid] = text
         return Plan(allocations=allocations, reasons=reasons, waits=waits, rejected=dict(self.rejected),
                     eta=dict(self.eta))
