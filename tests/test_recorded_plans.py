@@ -15,6 +15,7 @@ import pytest
 
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.policies import workspace
+from trainmaster.policies.waits import Wait
 from trainmaster.policies.workspace import Workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the recorder lives in bench/
@@ -46,8 +47,8 @@ def test_synthetic_plans_are_pinned(preset: str) -> None:
 def test_rewording_every_message_changes_no_decision(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every wait detail, note and rendering reworded: the same allocations and wait kinds, other texts."""
     cluster = parse_shorthand("8x4")
-    block, note = Workspace.block, Workspace.note
-    monkeypatch.setattr(Workspace, "block", lambda self, jid, kind, detail: block(self, jid, kind, detail[::-1]))
+    note = Workspace.note
+    monkeypatch.setattr(workspace, "Wait", lambda kind, detail, meanwhile="": Wait(kind, detail[::-1], meanwhile))
     monkeypatch.setattr(Workspace, "note", lambda self, jid, text: note(self, jid, "NOTE " + text[::-1]))
     monkeypatch.setattr(workspace, "render", lambda wait: f"<{wait.detail}|{wait.meanwhile[::-1]}>")
     reworded = record(SYNTHETIC, cluster, True, QUEUES, preset)
