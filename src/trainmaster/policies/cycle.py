@@ -5,9 +5,12 @@ each job wants, `place` commits gang placements in that order and returns the
 jobs it could not place; the `after` hooks run in sequence on those blocked
 jobs (preemption, reclaim, reservation and backfill), each returning the jobs
 still blocked. A blocked job carries a typed `Wait` in the workspace; hooks
-read its kind, never its text. The controller diffs the resulting plan into actions (phase 6).
-The order is kept as `Workspace.rank` (who may preempt whom) and the sizes as
-`Workspace.want`, so the `after` hooks see them.
+read its kind, never its text. The controller diffs the resulting plan into
+actions (phase 6). The order is kept as `Workspace.rank` (who may preempt whom)
+and the sizes as `Workspace.want`, so the `after` hooks see them. Where a gang
+lands among the nodes that hold it is `scoring`'s weighted sum (workspace doc).
+State kept between decisions is declared: `memo` (eligible nodes and never-fits
+verdicts for the current cluster); a preset's own (tiresias' queues) is its field.
 """
 
 from __future__ import annotations
