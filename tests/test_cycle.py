@@ -1,4 +1,4 @@
-"""The cycle's priority-preemption hook (`preempt_lower`) and the workspace's tightest-fit choice."""
+"""The rank-preemption hook (`preempt_lower`) and the workspace's tightest-fit choice."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from trainmaster.core.allocation import Placement
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
-from trainmaster.policies.cycle import Cycle, by_submit_time, place_in_order, preempt_lower
+from trainmaster.policies.cycle import Cycle, by_submit_time, place_in_order
+from trainmaster.policies.preemption import preempt_lower
+from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace
 
 BIG_TASK = Resources(gpu=4)  # one worker that needs a whole 4-GPU node
@@ -40,7 +42,7 @@ def test_evicted_job_moves_where_it_still_fits() -> None:
     assert plan.allocations["p"].tasks == (Placement(Role.WORKER, "n0"),)
     assert plan.allocations["x"].nodes == ("n1",)  # migrated, not stopped
     assert plan.allocations["z"] == snap.jobs["z"].allocation
-    assert plan.reasons["x"].startswith("moved")
+    assert plan.reasons["x"].startswith("moved") and "x" not in plan.waits
 
 
 def test_higher_ranked_jobs_are_never_victims() -> None:
@@ -54,7 +56,7 @@ def test_victims_lowest_rank_first_and_no_more_than_needed() -> None:
                     running("b", 1, submit=2), running("c", 2, submit=3), now=10.0)
     plan = policy().decide(snap)
     assert preempted(plan, snap) == {"c"}
-    assert plan.reasons["c"] == "preempted: p has higher priority"
+    assert plan.waits["c"] == Wait(WaitKind.PRIORITY, "preempted by p (ranked ahead of it)")
 
 
 @settings(max_examples=60, deadline=None)

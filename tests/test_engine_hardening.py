@@ -6,8 +6,8 @@ never by how fast this machine runs a task.
 
 from __future__ import annotations
 
-import itertools
 import dataclasses
+import itertools
 import os
 import signal
 import sys

@@ -7,6 +7,7 @@ import pytest
 from builders import cluster, gpus_used, pending, preempted, running, snapshot, started
 from trainmaster.core.job import Role
 from trainmaster.policies import drf, fifo
+from trainmaster.policies.waits import WaitKind
 
 CASES = [
     # policy, description, cluster, jobs, started, preempted
@@ -67,4 +68,4 @@ def test_blocked_job_gets_a_gang_reason() -> None:
     snap = snapshot(cluster(1, 4), running("r", 3), pending("g", 2, submit=1), now=5.0)
     plan = drf.make().decide(snap)
     assert "g" not in plan.allocations
-    assert plan.reasons["g"].startswith("gang: needs gpu=2")
+    assert plan.waits["g"].kind is WaitKind.GANG and plan.reasons["g"].startswith("gang: needs 2 GPU(s)")

@@ -12,6 +12,7 @@ from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.cycle import Cycle
 from trainmaster.policies.tiresias import THRESHOLD, make
+from trainmaster.policies.waits import WaitKind
 
 # (name, nodes x gpus, jobs, expected started, expected preempted)
 CASES = [
@@ -61,7 +62,7 @@ def test_demotes_a_job_that_crosses_the_threshold() -> None:
     plan2 = policy.decide(snap2)
     assert order.queue_of("a") == 1  # type: ignore[attr-defined]
     assert started(plan2, snap2) == {"b"} and preempted(plan2, snap2) == {"a"}
-    assert "higher priority" in plan2.reasons["a"]
+    assert plan2.waits["a"].kind is WaitKind.PRIORITY and "preempted by b" in plan2.reasons["a"]
 
 
 @pytest.mark.parametrize(("starvation", "promoted"), [(2.0, True), (None, False)])
@@ -98,14 +99,14 @@ def test_wakes_up_when_a_waiting_job_could_overtake() -> None:
     policy = make(threshold=1000.0, interval=60.0)
     cl = cluster(1, 4)
     # A job waits: wake when the runner crosses the threshold, (1000 - 200) / 4 GPUs = 200 s from now.
-    policy.decide(snapshot(cl, running("a", 4, attained=200.0), pending("b", 4, submit=5.0), now=50.0))
-    assert policy.interval == 200.0
+    plan = policy.decide(snapshot(cl, running("a", 4, attained=200.0), pending("b", 4, submit=5.0), now=50.0))
+    assert plan.wake_after == 200.0
     # Never sooner than the 60 s tick.
-    policy.decide(snapshot(cl, running("a", 4, attained=960.0), pending("b", 4, submit=5.0), now=240.0))
-    assert policy.interval == 60.0
+    plan = policy.decide(snapshot(cl, running("a", 4, attained=960.0), pending("b", 4, submit=5.0), now=240.0))
+    assert plan.wake_after == 60.0
     # Nobody waits: no periodic decision at all; the next event brings the next one.
-    policy.decide(snapshot(cl, running("a", 4, attained=2000.0), now=500.0))
-    assert policy.interval is None
+    plan = policy.decide(snapshot(cl, running("a", 4, attained=2000.0), now=500.0))
+    assert plan.wake_after is None and policy.interval is None  # the policy itself never changes
 
 
 def test_demotion_and_preemption_in_a_simulated_run() -> None:

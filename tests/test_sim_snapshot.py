@@ -38,6 +38,10 @@ class Audited:
     def interval(self) -> float | None:
         return self.inner.interval
 
+    @property
+    def uses_models(self) -> bool:
+        return self.inner.uses_models
+
     def decide(self, snap: Snapshot) -> Plan:
         c = self.controller
         assert c is not None

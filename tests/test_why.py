@@ -13,6 +13,7 @@ from trainmaster.controller.why import category, explain, explain_pending
 from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.states import JobState
 from trainmaster.policies.trainmaster import build
+from trainmaster.policies.waits import Wait, WaitKind
 
 
 def est(seconds: float, **more: object) -> dict[str, object]:
@@ -43,7 +44,7 @@ def test_each_category() -> None:
             J("b2", 1, 6, 100, fields={"queue": "b"}))
     run = simulate("2x4", build("t", backfill="none", elastic=False), *jobs, qs=qs, until=50)
     got = {jid: explain(run.controller, jid).category for jid in ("a1", "huge", "lost", "b1", "b2")}
-    assert got == {"a1": "quota", "huge": "never", "lost": "never", "b1": "gang", "b2": "priority"}
+    assert got == {"a1": "quota", "huge": "never-fits", "lost": "never-fits", "b1": "gang", "b2": "priority"}
     assert "unknown queue" in explain(run.controller, "lost").reason
 
 
@@ -61,10 +62,12 @@ def test_unknown_job_is_a_clear_error() -> None:
         explain(run.controller, "zz")
 
 
-def test_category_of_reason_words() -> None:
-    assert category("fifo: waiting behind x", JobState.PENDING) == "priority"
-    assert category("anything", JobState.REJECTED) == "never"
-    assert category("quota: queue a ...", JobState.PENDING) == "quota"
+def test_category_is_the_wait_kind_never_its_text() -> None:
+    assert category(Wait(WaitKind.PRIORITY, "quota: a text that starts like another kind"),
+                    JobState.PENDING) == "priority"
+    assert category(None, JobState.REJECTED) == "never-fits"
+    assert category(Wait(WaitKind.GANG, "x"), JobState.PENDING, parked=True) == "backoff"
+    assert category(None, JobState.PENDING) == "waiting"
 
 
 def test_cli_why_answers_for_every_pending_job(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,7 +76,7 @@ def test_cli_why_answers_for_every_pending_job(capsys: pytest.CaptureFixture[str
     assert code == 0
     answers = json.loads(capsys.readouterr().out)
     assert answers and all(a["state"] == "pending" for a in answers)
-    assert all(a["category"] in ("quota", "gang", "reservation", "priority") for a in answers)
+    assert all(a["category"] in ("quota", "gang", "fragmentation", "reservation", "priority") for a in answers)
     assert all(a["eta"] is not None and a["eta"] >= 20000 for a in answers)  # synthetic jobs carry estimates
     one = answers[0]["job"]
     assert main(["why", "--workload", "synthetic:40", "--cluster", "1x4", "--at", "20000", one]) == 0

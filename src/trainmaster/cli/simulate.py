@@ -92,7 +92,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def learns_online(name: str) -> bool:
     """Whether preset `name` fits models from progress reports (and so needs periodic ones)."""
-    return bool(getattr(make_policy(name), "uses_models", False))
+    return make_policy(name).uses_models
 
 
 def policy_names(text: str) -> list[str]:

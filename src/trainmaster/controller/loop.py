@@ -84,7 +84,7 @@ class Controller:
         self.cycles = 0
         self.last_cycle_at = float("-inf")
         self._dirty = True
-        if getattr(policy, "uses_models", False):  # model-driven policies (optimus) learn online from reports
+        if policy.uses_models:  # model-driven policies (optimus) learn online from reports
             attach_learning(self)
 
     # -- inputs ------------------------------------------------------------
@@ -158,7 +158,8 @@ class Controller:
         often to take commands; it then decides only when something changed or the
         policy's interval has passed since the last decision.
         """
-        interval = self.policy.interval if self.live else None
+        wake = self.last_plan.wake_after  # the policy's own wake-up time (tiresias), else its interval
+        interval = (wake if wake is not None else self.policy.interval) if self.live else None
         timeout = interval if max_wait is None else min(max_wait, interval or max_wait)
         if self.parked:  # wake up for the first job whose backoff ends
             until = max(0.0, min(r.retry_at or 0.0 for r in self.parked.values()) - self.clock.now())

@@ -1,9 +1,11 @@
 """Why a job waits and when it is predicted to start, from a controller's state and its last plan.
 
 Used alike by `trainmaster why` on a simulated run and by the daemon on the
-live scheduler: both hold a `Controller`. The category is the first word of
-the policy's reason (`quota`, `gang`, `reservation`, `priority`), `never` for
-a rejected job; the ETA is the policy's own prediction where it made one (the
+live scheduler: both hold a `Controller`. The category of a pending job is the
+kind of its typed wait in the last plan (`policies.waits.WaitKind`: quota, gang,
+fragmentation, reservation, priority, ...; `backoff` while it waits out a restart
+backoff), `never-fits` for a rejected job; the text beside it is rendered from the
+same wait, so rewording it never changes the category. The ETA is the policy's own prediction where it made one (the
 reserved head job), else a conservative-backfill replay of the pending jobs
 on the running jobs' predicted finishes (`policies.backfill.predict_starts`).
 """
@@ -20,17 +22,17 @@ from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.states import JobState
 from trainmaster.core.timefmt import humanize, relative
 from trainmaster.policies.backfill import predict_starts
-from trainmaster.policies.queues import GANG, NEVER, PRIORITY, QUOTA, RESERVATION, job_order_key
+from trainmaster.policies.queues import job_order_key
+from trainmaster.policies.waits import Wait, WaitKind
 
-HELD, DEPENDENCY = "held", "dependency"  # the daemon's gate (server.gate): people, not capacity, decide
-CATEGORIES = (QUOTA, GANG, RESERVATION, PRIORITY, NEVER, HELD, DEPENDENCY)
+HELD, DEPENDENCY = WaitKind.HELD.value, WaitKind.DEPENDENCY.value  # the daemon's gate (server.gate)
 
 
 @dataclass(frozen=True, slots=True)
 class Why:
     job_id: str
     state: str
-    category: str  # quota | gang | reservation | priority | never | held | dependency | running | done | waiting
+    category: str  # a `WaitKind` value (pending or rejected), or running | done | waiting
     reason: str
     eta: float | None  # predicted start (pending jobs); None when unknown or not pending
     now: float
@@ -64,19 +66,17 @@ def advance_to(controller: Controller, at: float) -> None:
             break
 
 
-def category(reason: str, state: JobState) -> str:
+def category(wait: Wait | None, state: JobState, *, parked: bool = False) -> str:
+    """The kind of wait `why` shows: from the typed wait, never from its text."""
     if state is JobState.REJECTED:
-        return NEVER
+        return WaitKind.NEVER_FITS.value
     if state.active:
         return "running"
     if state.terminal:
         return "done"
-    head = reason.split(":", 1)[0].strip()
-    if head in CATEGORIES:
-        return head
-    if head == "fifo":
-        return PRIORITY  # waiting behind an earlier job in the order
-    return "waiting"
+    if parked:
+        return WaitKind.BACKOFF.value
+    return wait.kind.value if wait is not None else "waiting"
 
 
 def etas(controller: Controller) -> dict[str, float | None]:
@@ -93,13 +93,16 @@ def etas(controller: Controller) -> dict[str, float | None]:
 
 def explain_record(controller: Controller, record: JobRecord, eta: Mapping[str, float | None] | None) -> Why:
     now = controller.clock.now()
-    reason = controller.last_plan.reasons.get(record.id) if record.state is JobState.PENDING else None
-    reason = reason or record.why or record.message
+    pending = record.state is JobState.PENDING
+    parked = pending and record.id in controller.parked
+    wait = controller.last_plan.waits.get(record.id) if pending and not parked else None
+    reason = (controller.last_plan.reasons.get(record.id) if pending else None) or record.why or record.message
     predicted = None
-    if record.state is JobState.PENDING:
+    if pending:
         predicted = (eta if eta is not None else etas(controller)).get(record.id)
-    return Why(job_id=record.id, state=record.state.value, category=category(reason, record.state), reason=reason,
-               eta=predicted, now=now, started=record.first_start, history=tuple(record.decisions[-10:]))
+    return Why(job_id=record.id, state=record.state.value, category=category(wait, record.state, parked=parked),
+               reason=reason, eta=predicted, now=now, started=record.first_start,
+               history=tuple(record.decisions[-10:]))
 
 
 def explain(controller: Controller, job_id: str) -> Why:

@@ -18,9 +18,10 @@ from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import AfterHook
-from trainmaster.policies.queues import GANG, RESERVATION, QueueBook, reason, release, try_place
+from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
-from trainmaster.policies.workspace import Workspace
+from trainmaster.policies.waits import WaitKind
+from trainmaster.policies.workspace import Workspace, minimum
 
 
 def _size(job: JobView, alloc: Allocation | None = None) -> int:
@@ -37,10 +38,8 @@ def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None =
     """Seconds `job` still needs on `alloc` (default: what it holds, or its minimum), or None when unknown."""
     alloc = job.allocation if alloc is None else alloc
     model = snap.models.get(job.id)
-    remaining_time = getattr(model, "remaining_time", None)
-    if remaining_time is not None and alloc:
-        nodes = len({t.node for t in alloc.tasks})
-        value = remaining_time(alloc.count(Role.WORKER), alloc.count(Role.PS), max(nodes, 1))
+    if model is not None and alloc:
+        value = model.remaining_time(alloc.count(Role.WORKER), alloc.count(Role.PS), max(len(alloc.nodes), 1))
         if value is not None and math.isfinite(value):
             return max(0.0, float(value))
     estimate = job.spec.estimate
@@ -58,30 +57,25 @@ def predicted_finishes(snap: Snapshot, ws: Workspace) -> dict[str, float | None]
             for jid, alloc in ws.allocations.items() if alloc and jid in snap.jobs}
 
 
-def _trial(snap: Snapshot, ws: Workspace) -> Workspace:
-    trial = Workspace(snap)
-    trial.free = dict(ws.free)
-    trial.allocations = dict(ws.allocations)
-    trial.total_free = ws.total_free
-    return trial
-
-
 def earliest_start(snap: Snapshot, ws: Workspace, job: JobView, counts: Mapping[Role, int],
                    finishes: Mapping[str, float | None]) -> tuple[float, Allocation] | None:
     """When and where `job`'s gang fits as predicted jobs end; None when no prediction gets it there."""
     alloc = ws.find(job, counts)
     if alloc is not None:
         return snap.now, alloc
-    trial = _trial(snap, ws)
-    ends = sorted((t, jid) for jid, t in finishes.items() if t is not None and jid in trial.allocations)
-    for i, (t, jid) in enumerate(ends):
-        trial.release(snap.jobs[jid])
-        if i + 1 < len(ends) and ends[i + 1][0] == t:
-            continue
-        alloc = trial.find(job, counts)
-        if alloc is not None:
-            return max(t, snap.now), alloc
-    return None
+    trial = ws.trial()  # release the running jobs as they are predicted to end, then put them all back
+    try:
+        ends = sorted((t, jid) for jid, t in finishes.items() if t is not None and jid in ws.allocations)
+        for i, (t, jid) in enumerate(ends):
+            ws.release(snap.jobs[jid])
+            if i + 1 < len(ends) and ends[i + 1][0] == t:
+                continue
+            alloc = ws.find(job, counts)
+            if alloc is not None:
+                return max(t, snap.now), alloc
+        return None
+    finally:
+        trial.discard()
 
 
 def reserve_and_backfill(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
@@ -98,39 +92,35 @@ def backfill(reserve_after: float = 0.0) -> AfterHook:
 
 
 def _greedy_after(snap: Snapshot, blocked: list[JobView], ws: Workspace, head: JobView, until: float) -> list[JobView]:
-    book = QueueBook(snap, ws)
     still: list[JobView] = []
     for job in blocked:
-        if job.id != head.id and ws.reasons.get(job.id, "").startswith("priority:"):
-            result = try_place(ws, book, job, {r: s.min for r, s in job.spec.roles.items()})
+        if job.id != head.id and ws.kind(job.id) is WaitKind.PRIORITY:
+            result = try_place(ws, job, minimum(job.spec))
             if result is not None and not isinstance(result, str):
-                ws.reasons[job.id] = f"started: {head.id} gets a reservation only from t={until:.0f}"
+                ws.note(job.id, f"started: {head.id} gets a reservation only from t={until:.0f}")
                 continue
         still.append(job)
-    ws.reasons[head.id] += f"; reserved for from t={until:.0f} if still waiting"
+    ws.meanwhile(head.id, f"reserved for from t={until:.0f} if still waiting")
     return still
 
 
 def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_after: float) -> list[JobView]:
-    head = next((j for j in blocked if j.id not in ws.allocations and ws.reasons.get(j.id, "").startswith(GANG)),
-                None)
+    head = next((j for j in blocked if j.id not in ws.allocations and ws.waits_for_room(j.id)), None)
     if head is None:
         return blocked
     if snap.now - head.submit_time < reserve_after:
         return _greedy_after(snap, blocked, ws, head, head.submit_time + reserve_after)
-    want = {r: s.min for r, s in head.spec.roles.items()}
     finishes = predicted_finishes(snap, ws)
-    found = earliest_start(snap, ws, head, want, finishes)
-    book = QueueBook(snap, ws)
+    found = earliest_start(snap, ws, head, minimum(head.spec), finishes)
     if found is None:
-        ws.reasons[head.id] += "; no predicted start (running jobs have no estimates): nothing backfills"
+        ws.meanwhile(head.id, "no predicted start (running jobs have no estimates): nothing backfills")
         reserved: frozenset[str] = frozenset()
         start = math.inf
     else:
         start, alloc = found
         reserved = frozenset(alloc.nodes)
         ws.eta[head.id] = start
-        ws.reasons[head.id] += f"; reserved {','.join(sorted(reserved))} from t={start:.0f}"
+        ws.meanwhile(head.id, f"reserved {','.join(sorted(reserved))} from t={start:.0f}")
     still: list[JobView] = []
     after_head = False
     for job in blocked:
@@ -138,27 +128,30 @@ def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_afte
             after_head = True
             still.append(job)
             continue
-        if not after_head or job.id in ws.allocations or not ws.reasons.get(job.id, "").startswith("priority:"):
+        if not after_head or job.id in ws.allocations or ws.kind(job.id) is not WaitKind.PRIORITY:
             still.append(job)
             continue
-        counts = {r: s.min for r, s in job.spec.roles.items()}
-        result = try_place(ws, book, job, counts)
+        trial = ws.trial()
+        result = try_place(ws, job, minimum(job.spec))
         if result is None:  # does not fit now either: it keeps waiting behind the head
+            trial.discard()
             still.append(job)
             continue
         if isinstance(result, str):
-            ws.reasons[job.id] = reason("quota", result)
+            trial.discard()
+            ws.block(job.id, WaitKind.QUOTA, result)
             still.append(job)
             continue
         duration = predicted_remaining(job, snap, result)
         ends_first = duration is not None and snap.now + duration <= start
         if math.isfinite(start) and (ends_first or not reserved & set(result.nodes)):
-            ws.reasons[job.id] = (f"backfilled: predicted to end by t={snap.now + (duration or 0.0):.0f}"
-                                  if ends_first else "backfilled: keeps off the reserved nodes")
+            trial.commit()
+            ws.note(job.id, f"backfilled: predicted to end by t={snap.now + (duration or 0.0):.0f}"
+                    if ends_first else "backfilled: keeps off the reserved nodes")
             continue
-        release(ws, book, job)
-        ws.reasons[job.id] = reason(RESERVATION, f"would delay {head.id}, which holds a reservation"
-                                    + (f" from t={start:.0f}" if math.isfinite(start) else ""))
+        trial.discard()
+        ws.block(job.id, WaitKind.RESERVATION, f"would delay {head.id}, which holds a reservation"
+                 + (f" from t={start:.0f}" if math.isfinite(start) else ""))
         still.append(job)
     return still
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
-from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min, describe_wait
+from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.workspace import Workspace
 
@@ -64,7 +64,7 @@ def progressive_fill(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Ma
         found = None if want is None else ws.find(job, want, prefer=held.nodes if held else ())
         if found is None:
             if not held and want is not None:
-                ws.reasons[jid] = describe_wait(job, want, ws)
+                ws.block_for_room(job, want)
                 blocked.append(job)
         else:  # a started job that cannot grow keeps its size and leaves the heap
             ws.assign(job, found)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from trainmaster.core.job import JobKind, Role
 from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import AfterHook, SizeHook, Sizes, current_or_min
-from trainmaster.policies.queues import QueueBook, try_place
+from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.workspace import Workspace
 
@@ -60,7 +60,7 @@ def shrink_for_pending(strict: bool = True, load_line: float = LOAD_LINE) -> Siz
 
     def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
         sizes = current_or_min(snap, jobs, ws)
-        book = QueueBook(snap, ws)
+        book = ws.book
         elastic = [j for j in jobs if j.active and j.spec.elastic and j.spec.kind is JobKind.TRAINING]
         free = ws.total_free
         pending = sorted((j for j in jobs if j.pending),
@@ -99,13 +99,13 @@ def shrink_for_pending(strict: bool = True, load_line: float = LOAD_LINE) -> Siz
 def model_gain(snap: Snapshot, job: JobView, counts: dict[Role, int], role: Role) -> float | None:
     """Optimus' completion-rate gain `1/T_after - 1/T_before` of one more `role` replica, per unit of its
     dominant share; None when the job has no fitted model that predicts (then fulfillment decides)."""
-    remaining_time = getattr(snap.models.get(job.id), "remaining_time", None)
-    if remaining_time is None:
+    model = snap.models.get(job.id)
+    if model is None:
         return None
     w, p = counts.get(Role.WORKER, 0), counts.get(Role.PS, 0)
     nodes = max(1, len(job.allocation.nodes))
-    before = remaining_time(w, p, nodes)
-    after = remaining_time(w + (role is Role.WORKER), p + (role is Role.PS), nodes)
+    before = model.remaining_time(w, p, nodes)
+    after = model.remaining_time(w + (role is Role.WORKER), p + (role is Role.PS), nodes)
     if before is None or after is None or before <= 0:
         return None
     share = job.spec.roles[role].resources.dominant_share(snap.cluster.total) or 1.0
@@ -129,7 +129,6 @@ def grow_into_idle(load_line: float = LOAD_LINE, *, use_models: bool = False) ->
 
     def grow(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
         total = snap.cluster.total
-        book = QueueBook(snap, ws)
         candidates = [j for j in snap.jobs.values()
                       if j.spec.elastic and j.spec.kind is JobKind.TRAINING and ws.allocations.get(j.id)]
         counts = {j.id: {r: ws.allocations[j.id].count(r) for r in j.spec.roles} for j in candidates}
@@ -147,7 +146,7 @@ def grow_into_idle(load_line: float = LOAD_LINE, *, use_models: bool = False) ->
                 continue
             want = dict(counts[job.id])
             want[role] += 1
-            result = try_place(ws, book, job, want)
+            result = try_place(ws, job, want)
             if result is None or isinstance(result, str):
                 candidates.remove(job)
                 continue

@@ -18,8 +18,10 @@ from collections.abc import Mapping
 
 from trainmaster.core.job import Role
 from trainmaster.policies.cycle import PlaceHook
-from trainmaster.policies.queues import PRIORITY, QUOTA, QueueBook, reason, try_place, wait_reason
+from trainmaster.policies.queuebook import QueueBook
+from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.waits import WaitKind
 from trainmaster.policies.workspace import Workspace
 
 
@@ -34,7 +36,7 @@ def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
 def fair_place(strict: bool) -> PlaceHook:
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
               ws: Workspace) -> list[JobView]:
-        book = QueueBook(snap, ws)
+        book = ws.book
         blocked: list[JobView] = []
         # Running jobs first: keep, or shrink to what phase 3 asked (growth waits for pending jobs).
         for job in jobs:
@@ -45,7 +47,7 @@ def fair_place(strict: bool) -> PlaceHook:
             if all(held.count(r) == n for r, n in want.items()):
                 continue
             if all(held.count(r) >= n for r, n in want.items()):
-                try_place(ws, book, job, want)
+                try_place(ws, job, want)
         pending = [j for j in jobs if j.pending and j.id in sizes]
         head: JobView | None = None
         groups = fair_sequence(book, pending)
@@ -61,15 +63,15 @@ def fair_place(strict: bool) -> PlaceHook:
                 ws.rejected[job.id] = never
                 continue
             if head is not None:
-                ws.reasons[job.id] = reason(PRIORITY, f"waiting behind {head.id}, first in line")
+                ws.block_behind(job.id, head.id)
                 blocked.append(job)
                 continue
-            result = try_place(ws, book, job, want)
+            result = try_place(ws, job, want)
             if isinstance(result, str):
-                ws.reasons[job.id] = reason(QUOTA, result)
+                ws.block(job.id, WaitKind.QUOTA, result)
                 blocked.append(job)
             elif result is None:
-                ws.reasons[job.id] = wait_reason(job, want, ws)
+                ws.block_for_room(job, want)
                 blocked.append(job)
                 if strict:
                     head = job

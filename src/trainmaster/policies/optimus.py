@@ -43,7 +43,8 @@ from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.workspace import Workspace
+from trainmaster.policies.waits import WaitKind
+from trainmaster.policies.workspace import Workspace, minimum
 
 RESTART_PENALTY_S = 60.0  # predicted seconds a resize costs a running job (restart delay and lost work)
 INTERVAL_S = 60.0
@@ -135,15 +136,14 @@ class Optimus:
         for job in jobs:  # 1. minimums in arrival order
             need, steps = self._shape(job, total)
             if not _fits(need, free):
-                ws.reasons[job.id] = f"optimus: minimum {need} does not fit ({ws.total_free} free)"
+                ws.block(job.id, WaitKind.GANG, f"optimus: minimum {need} does not fit ({ws.total_free} free)")
                 continue
             _take(need, free)
             worker = job.spec.roles[Role.WORKER]
             ps_spec = job.spec.roles.get(Role.PS)
             per_node = max(1, node_gpus // worker.resources.gpu) if worker.resources.gpu else 1 << 30
             current = (job.count(Role.WORKER), job.count(Role.PS)) if job.active and job.allocation else None
-            model = snap.models.get(job.id)
-            st = _Job(job, model if isinstance(model, JobModel) else None, worker.min,
+            st = _Job(job, snap.models.get(job.id), worker.min,
                       ps_spec.min if ps_spec else 0, per_node, current, self.restart_penalty,
                       worker.max, ps_spec.max if ps_spec else 0)
             if st.model is not None and st.model.speed is not None and st.model.remaining is not None:
@@ -172,8 +172,8 @@ class Optimus:
             model = st.model
             if model is not None and model.speed is not None and model.remaining is not None:
                 left = st.remaining(st.workers, st.ps)
-                ws.reasons[jid] = (f"optimus: {st.workers} worker(s)" + (f", {st.ps} ps" if st.ps else "")
-                                   + f", predicted {left:,.0f}s left ({model.basis})")
+                ws.note(jid, f"optimus: {st.workers} worker(s)" + (f", {st.ps} ps" if st.ps else "")
+                        + f", predicted {left:,.0f}s left ({model.basis})")
         return sizes
 
     def _shape(self, job: JobView, total: Resources) -> tuple[Resources, tuple[_Step, ...]]:
@@ -229,12 +229,12 @@ class Optimus:
             want = sizes[job.id]
             if ws.place(job, want) is not None:
                 continue
-            minimum = {role: spec.min for role, spec in job.spec.roles.items()}
-            if minimum != dict(want) and ws.place(job, minimum) is not None:
+            least = minimum(job.spec)
+            if least != dict(want) and ws.place(job, least) is not None:
                 asked = ", ".join(f"{n} {r.value}" for r, n in want.items())
-                ws.reasons[job.id] = f"optimus: placed at its minimum; {asked} is too fragmented"
+                ws.note(job.id, f"optimus: placed at its minimum; {asked} is too fragmented")
                 continue
-            ws.reasons[job.id] = f"optimus: no nodes for its minimum ({ws.total_free} free)"
+            ws.block_for_room(job, least)
             blocked.append(job)
         return blocked
 

@@ -1,27 +1,47 @@
-"""Phase 5: priority preemption within a queue, services first, reclaim of borrowed capacity across queues.
+"""Phase 5: preemption, one implementation with pluggable victim rules.
 
-A blocked job may evict:
-- any training job, when it is a service (EDL's online services start at once);
-- lower-priority jobs of its own queue, once they ran `min_runtime` seconds;
-- jobs of other queues that run on borrowed capacity (their queue stays at or
-  above its quota after the eviction), when the claimant's queue is still
-  within its own quota, also after `min_runtime`.
-Victims are tried in order of least work lost since their last checkpoint
-(GPU-seconds, counting periodic checkpoints), then lowest priority; evictions
-stop as soon as the claimant's whole gang fits, and victims it did not need
-are put back. Nothing is evicted when the gang would still not fit.
+Blocked claimants are served in the rule's order. A claimant first tries to
+place its sized gang as things stand (`try_first`), then evicts the rule's
+candidates one at a time, in the rule's eviction order, until its gang fits.
+Evictions happen in a workspace trial: when even every candidate would not
+make room, all of it is undone and nobody is evicted. Victims the claimant
+turned out not to need go back where they were (`put_back`); the others wait
+(`priority`, or `quota` when reclaimed). With `migrate`, the victims still out
+once every claimant is served are placed again wherever they fit.
+
+Two rules, in the stated order of who may be evicted:
+
+- `LowerRank` (tiresias, srtf): jobs ranked after the claimant in the cycle's
+  order, lowest ranked first; victims then migrate where they still fit.
+- `QueueRules` (edl, trainmaster): a service may evict any training job;
+  otherwise, once a victim ran `min_runtime` seconds, priority (a lower-priority
+  job of the claimant's queue), then reclaim (a job of another queue running
+  on borrowed capacity, its queue staying at or above its quota, when the
+  claimant's queue is within its own quota). Candidates go in order of least
+  work lost since their last checkpoint (GPU-seconds, counting periodic
+  checkpoints), then lowest priority, then latest started. Unneeded victims are
+  put back. The claimant is tried only once a first victim is out, as before the
+  two preemptions were merged (kept so plans stay the same; note that a job
+  waiting behind the head that fits as is still starts when it has an evictable
+  candidate, which then goes back: bench/results/policy-core.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from trainmaster.core.allocation import Allocation
-from trainmaster.core.job import JobKind
+from trainmaster.core.job import JobKind, Role
+from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import AfterHook
-from trainmaster.policies.queues import PRIORITY, QUOTA, QueueBook, reason, release, try_place
+from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
-from trainmaster.policies.workspace import Workspace
+from trainmaster.policies.waits import WaitKind
+from trainmaster.policies.workspace import Workspace, demand
 
 MIN_RUNTIME = 600.0
+
+SERVICE, PRIORITY, RECLAIM, RANK = "service", "priority", "reclaim", "rank"  # how a victim may be evicted
 
 
 def since_checkpoint(job: JobView, now: float) -> float:
@@ -40,22 +60,23 @@ def work_lost(job: JobView, now: float) -> float:
     return size * since_checkpoint(job, now)
 
 
-def _victim_kind(claimant: JobView, victim: JobView, book: QueueBook, snap: Snapshot, min_runtime: float,
+def _victim_kind(claimant: JobView, victim: JobView, ws: Workspace, min_runtime: float,
                  quota_blocked: bool, held: Allocation) -> str | None:
     """How `claimant` may evict `victim` ("service", "priority", "reclaim"), or None."""
     if victim.id == claimant.id or victim.spec.kind is JobKind.SERVICE:
         return None
     if claimant.spec.kind is JobKind.SERVICE:
-        return "service"
+        return SERVICE
+    snap, book = ws.snap, ws.book
     started_now = not victim.active  # placed in this very decision: taking it back costs nothing
     if not started_now and (victim.running_since is None or snap.now - victim.running_since < min_runtime):
         return None
     same_queue = book.queue_of(victim) == book.queue_of(claimant)
     if same_queue and victim.spec.priority < claimant.spec.priority:
-        return "priority"
+        return PRIORITY
     if (not quota_blocked and not same_queue and book.within_quota(claimant, claimant.spec.min_resources)
             and book.lendable(victim, held.resources(victim.spec))):
-        return "reclaim"
+        return RECLAIM
     return None
 
 
@@ -67,8 +88,8 @@ class _Holders:
     queues; a service, any of them. Kept in step with `ws.allocations` by `sync`.
     """
 
-    def __init__(self, snap: Snapshot, ws: Workspace, book: QueueBook, indexed: bool = True) -> None:
-        self.snap, self.ws, self.book = snap, ws, book
+    def __init__(self, snap: Snapshot, ws: Workspace, indexed: bool = True) -> None:
+        self.snap, self.ws, self.book = snap, ws, ws.book
         self.indexed = indexed  # False: scan every holder (the reference the index must plan like)
         self.index: dict[str, dict[int, dict[str, None]]] = {}
         self.where: dict[str, tuple[str, int]] = {}
@@ -111,68 +132,186 @@ class _Holders:
         return out
 
 
-def _serve(claimant: JobView, snap: Snapshot, ws: Workspace, book: QueueBook, holders: _Holders,
-           min_runtime: float) -> tuple[bool, list[str]]:
-    """Evict what `claimant` needs to start, if that makes its gang fit: (started, ids of jobs it moved)."""
-    quota_blocked = ws.reasons.get(claimant.id, "").startswith(QUOTA)
-    want = {role: spec.min for role, spec in claimant.spec.roles.items()}
-    running = []
-    for jid in holders.candidates(claimant, quota_blocked):
-        a = ws.allocations.get(jid)
-        if a and _victim_kind(claimant, snap.jobs[jid], book, snap, min_runtime, quota_blocked, a):
-            running.append(snap.jobs[jid])
-    if not running:
-        return False, []
-    running.sort(key=lambda v: (work_lost(v, snap.now), v.spec.priority, -(v.running_since or snap.now), v.id))
+class VictimRule:
+    """Who a claimant may evict, in which order; the knobs of the one preemption (module doc)."""
+
+    try_first = True  # try the claimant before evicting anybody
+    put_back = False  # put back victims the claimant did not need, right after it is placed
+    migrate = False  # place the victims still out again, wherever they fit, after every claimant
+    quota_aware = False  # place claimants within hard quotas (`queues.try_place`)
+
+    def claimants(self, blocked: list[JobView]) -> list[JobView]:
+        return blocked
+
+    def room(self, claimant: JobView) -> Resources | None:
+        """At most what evicting every candidate frees (None: unknown); checked before any eviction."""
+        return None
+
+    def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
+        """Victims in eviction order with how each may be evicted, each checked when it is reached."""
+        raise NotImplementedError
+
+    def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
+        """The claimant is served (or not); `evicted` were taken out for it (put back, if unneeded, by now)."""
+
+
+class LowerRank(VictimRule):
+    """Jobs ranked after the claimant, lowest ranked first. One pass over the holders for all claimants:
+    claimants come in rank order, so what is held below the current one only shrinks."""
+
+    migrate = True
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.last = len(ws.rank)
+        self.holders = sorted(ws.allocations, key=self._rank)  # victims come off the end
+        self.held = {jid: ws.allocations[jid].resources(ws.snap.jobs[jid].spec) for jid in self.holders}
+        self.below = sum(self.held.values(), start=Resources())  # held by holders[cursor:end]
+        self.cursor, self.end, self.k = 0, len(self.holders), len(self.holders)
+
+    def _rank(self, jid: str) -> int:
+        return self.ws.rank.get(jid, self.last)
+
+    def claimants(self, blocked: list[JobView]) -> list[JobView]:
+        return sorted(blocked, key=lambda j: self._rank(j.id))
+
+    def room(self, claimant: JobView) -> Resources | None:
+        mine = self._rank(claimant.id)
+        while self.cursor < self.end and self._rank(self.holders[self.cursor]) <= mine:
+            self.below = self.below - self.held[self.holders[self.cursor]]
+            self.cursor += 1
+        return self.below
+
+    def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
+        self.k = self.end
+        while self.k > self.cursor:
+            self.k -= 1
+            yield self.ws.snap.jobs[self.holders[self.k]], RANK
+
+    def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
+        if placed and evicted:  # every victim stays out (`put_back` is off): drop them off the end
+            self.end = self.k
+            for victim in evicted:
+                self.below = self.below - self.held[victim.id]
+
+
+class QueueRules(VictimRule):
+    """Services, then priority within a queue, then reclaim of borrowed quota; least work lost first."""
+
+    try_first = False
+    put_back = True
+    quota_aware = True
+
+    def __init__(self, ws: Workspace, min_runtime: float, indexed: bool) -> None:
+        self.ws, self.min_runtime = ws, min_runtime
+        self.holders = _Holders(ws.snap, ws, indexed)
+
+    def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
+        ws, snap = self.ws, self.ws.snap
+        quota_blocked = ws.kind(claimant.id) is WaitKind.QUOTA
+        running = []
+        for jid in self.holders.candidates(claimant, quota_blocked):
+            a = ws.allocations.get(jid)
+            if a and _victim_kind(claimant, snap.jobs[jid], ws, self.min_runtime, quota_blocked, a):
+                running.append(snap.jobs[jid])
+        running.sort(key=lambda v: (work_lost(v, snap.now), v.spec.priority, -(v.running_since or snap.now), v.id))
+        for victim in running:
+            held = ws.allocations.get(victim.id)
+            if not held:
+                continue
+            kind = _victim_kind(claimant, victim, ws, self.min_runtime, quota_blocked, held)  # usage moved
+            if kind:
+                yield victim, kind
+
+    def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
+        self.holders.sync(claimant.id, *(v.id for v in evicted))
+
+
+def _place(rule: VictimRule, ws: Workspace, job: JobView, want: dict[Role, int]) -> bool:
+    if rule.quota_aware:
+        result = try_place(ws, job, want)
+        return result is not None and not isinstance(result, str)
+    alloc = ws.find(job, want)
+    if alloc is not None:
+        ws.assign(job, alloc)
+    return alloc is not None
+
+
+def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView) -> list[tuple[JobView, Allocation, str]] | None:
+    """Serve one claimant: the victims it evicted (empty: it fit as is), or None when it cannot start."""
+    want = ws.want.get(claimant.id)
+    if want is None or claimant.id in ws.allocations or claimant.id in ws.rejected:
+        return None
+    room = rule.room(claimant)
+    if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
+        return None
+    trial = ws.trial()
+    placed = rule.try_first and _place(rule, ws, claimant, dict(want))
     evicted: list[tuple[JobView, Allocation, str]] = []
-    placed = False
-    for victim in running:
-        held = ws.allocations.get(victim.id)
-        if not held:
-            continue
-        kind = _victim_kind(claimant, victim, book, snap, min_runtime, quota_blocked, held)  # usage moved
-        if kind is None:
-            continue
-        release(ws, book, victim)
-        evicted.append((victim, held, kind))
-        result = try_place(ws, book, claimant, want)
-        if result is not None and not isinstance(result, str):
-            placed = True
-            break
-    moved = [victim.id for victim, _, _ in evicted]
     if not placed:
-        for victim, held, _ in reversed(evicted):
-            ws.assign(victim, held)
-            book.swap(victim, None, held)
-        return False, moved
-    ws.reasons[claimant.id] = f"preempted {len(evicted)} job(s) to start" if evicted else "placed"
-    for victim, held, kind in reversed(evicted):
-        if ws.fits(victim, held) and book.quota_problem(victim, None, held) is None:
-            ws.assign(victim, held)  # not needed after all
-            book.swap(victim, None, held)
+        for victim, kind in rule.candidates(claimant):
+            held = ws.release(victim)
+            assert held is not None
+            evicted.append((victim, held, kind))
+            if _place(rule, ws, claimant, dict(want)):
+                placed = True
+                break
+    if not placed:
+        trial.discard()
+        rule.settled(claimant, [v for v, _, _ in evicted], False)
+        return None
+    trial.commit()
+    return evicted
+
+
+def _victim_waits(ws: Workspace, claimant: JobView, kind: str, victim: JobView) -> None:
+    if kind == RECLAIM:
+        ws.block(victim.id, WaitKind.QUOTA, f"reclaimed by queue {ws.book.queue_of(claimant)} "
+                                            f"for {claimant.id}: it ran on borrowed capacity")
+    else:
+        why = "ranked ahead of it" if kind == RANK else f"{kind}, priority {claimant.spec.priority}"
+        ws.block(victim.id, WaitKind.PRIORITY, f"preempted by {claimant.id} ({why})")
+
+
+def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: VictimRule) -> list[JobView]:
+    """The one preemption (module doc): the jobs still blocked after it."""
+    still: list[JobView] = []
+    out: list[JobView] = []  # victims still out
+    for claimant in rule.claimants(blocked):
+        evicted = _evict_for(rule, ws, claimant)
+        if evicted is None:
+            still.append(claimant)
             continue
-        if kind == "reclaim":
-            ws.reasons[victim.id] = reason(QUOTA, f"reclaimed by queue {book.queue_of(claimant)} "
-                                                  f"for {claimant.id}: it ran on borrowed capacity")
-        else:
-            ws.reasons[victim.id] = reason(PRIORITY, f"preempted by {claimant.id} ({kind}, "
-                                                     f"priority {claimant.spec.priority})")
-    return True, moved
+        if evicted:
+            ws.note(claimant.id, f"started by preempting {len(evicted)} job(s)")
+        for victim, held, kind in reversed(evicted):
+            if rule.put_back and ws.fits(victim, held) and ws.book.quota_problem(victim, None, held) is None:
+                ws.assign(victim, held)  # not needed after all
+                continue
+            _victim_waits(ws, claimant, kind, victim)
+            out.append(victim)
+        rule.settled(claimant, [v for v, _, _ in evicted], True)
+    if rule.migrate:
+        last = len(ws.rank)
+        for victim in sorted(out, key=lambda j: ws.rank.get(j.id, last)):
+            want = ws.want.get(victim.id)
+            if want is not None and ws.place(victim, want) is not None:
+                ws.note(victim.id, "moved to make room for a higher-ranked job")
+            else:
+                still.append(victim)
+    return still
+
+
+def preempt_lower(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+    """Rank preemption (tiresias, srtf): a blocked job evicts jobs ranked after it, lowest first."""
+    if not blocked:
+        return []
+    return preempt_with(snap, blocked, ws, LowerRank(ws))
 
 
 def preempt(min_runtime: float = MIN_RUNTIME, victim_index: bool = True) -> AfterHook:
     """Priority preemption and reclaim; `victim_index=False` scans every holder (slower, same plans)."""
     def hook(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
-        book = QueueBook(snap, ws)
-        holders = _Holders(snap, ws, book, victim_index)
-        still: list[JobView] = []
-        for claimant in blocked:
-            if claimant.id in ws.allocations or claimant.id in ws.rejected:
-                continue
-            started, moved = _serve(claimant, snap, ws, book, holders, min_runtime)
-            holders.sync(claimant.id, *moved)
-            if not started:
-                still.append(claimant)
-        return still
+        return preempt_with(snap, blocked, ws, QueueRules(ws, min_runtime, victim_index))
 
     return hook

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Protocol
 
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec, Role
+from trainmaster.core.queue import QueueSpec
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
+from trainmaster.models.book import JobModel
+from trainmaster.policies.waits import Wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,18 +63,12 @@ class Snapshot:
     cluster: Cluster
     jobs: Mapping[str, JobView]  # pending and active jobs only
     free: Mapping[str, Resources]  # capacity minus what active jobs hold, per node
-    models: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    queues: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    models: Mapping[str, JobModel] = field(default_factory=lambda: MappingProxyType({}))
+    queues: Mapping[str, QueueSpec] = field(default_factory=lambda: MappingProxyType({}))
     # Kept incrementally by the controller so a decision need not scan every job (None: derive them).
     free_total: Resources | None = None  # sum of `free`
     held: Mapping[str, Allocation] | None = None  # the allocation of every active job
     pending_ids: tuple[str, ...] | None = None  # ids of the pending jobs, in `jobs` order
-
-    def pending(self) -> list[JobView]:
-        return [j for j in self.jobs.values() if j.pending]
-
-    def active(self) -> list[JobView]:
-        return [j for j in self.jobs.values() if j.active]
 
 
 @dataclass(frozen=True)
@@ -79,13 +76,17 @@ class Plan:
     """What the policy wants: the allocation of every job that should hold resources.
 
     A live job absent from `allocations` should not run (stays pending, or is
-    preempted). `reasons` says why, per job; `rejected` lists jobs that can never run.
+    preempted). `waits` says why each job it does not run waits (typed), `reasons`
+    the text people read, per job (rendered from the wait, or a note on a placed
+    job); `rejected` lists jobs that can never run.
     """
 
     allocations: Mapping[str, Allocation]
     reasons: Mapping[str, str] = field(default_factory=dict)
+    waits: Mapping[str, Wait] = field(default_factory=dict)
     rejected: Mapping[str, str] = field(default_factory=dict)
     eta: Mapping[str, float] = field(default_factory=dict)  # predicted start of pending jobs
+    wake_after: float | None = None  # decide again after this many seconds even without events (None: `interval`)
     # phase -> seconds it took (server logs); not part of what was decided, so plans compare without it
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 
@@ -95,5 +96,6 @@ class Policy(Protocol):
 
     name: str
     interval: float | None  # re-decide at least this often while jobs are live (None: on events only)
+    uses_models: bool  # True: the controller fits speed and convergence models online from reports
 
     def decide(self, snapshot: Snapshot) -> Plan: ...

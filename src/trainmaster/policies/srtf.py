@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from trainmaster.policies.cycle import Cycle, current_or_min, place_in_order, preempt_lower
+from trainmaster.policies.cycle import Cycle, current_or_min, place_in_order
+from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Snapshot
 
 

@@ -4,7 +4,7 @@ Priority is attained service, GPUs x seconds held (`JobView.attained`), in two
 queues. A job enters Q0; once the service it attained since entering Q0 reaches
 `threshold` it drops to Q1. Within a queue, first in first served by the time
 the job entered it. Preemptive: a blocked job evicts lower-ranked ones
-(`cycle.preempt_lower`); work-conserving: a job that does not fit is skipped,
+(`preemption.preempt_lower`); work-conserving: a job that does not fit is skipped,
 never blocks the ones behind it.
 
 Starvation: a Q1 job that has waited `starvation` times its executed time
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainmaster.core.resources import Resources
-from trainmaster.policies.cycle import Cycle, current_or_min, place_in_order, preempt_lower
+from trainmaster.policies.cycle import Cycle, current_or_min, place_in_order
+from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
@@ -113,33 +114,30 @@ class TiresiasOrder:
 
 
 class Tiresias(Cycle):
-    """The cycle, plus a wake-up time: the policy's `interval` follows the next demotion or promotion.
+    """The cycle, plus a wake-up time: each plan's `wake_after` is the next demotion or promotion.
 
     Between events the order only changes when a running Q0 job crosses the
     threshold or a Q1 job starves, and that matters only while some job waits.
     So instead of deciding every `tick` seconds the policy asks to be woken
     then (never sooner than `tick`: decisions stay as coarse as a periodic
-    scheduler's), and not at all when nothing can change.
+    scheduler's), and not at all when nothing can change (`interval` is None).
     """
 
     def __init__(self, threshold: float, starvation: float | None, tick: float) -> None:
-        super().__init__(name="tiresias", order=TiresiasOrder(threshold, starvation), size=current_or_min,
-                         place=place_in_order(strict=False), after=(preempt_lower,), interval=tick)
+        self.ranks = TiresiasOrder(threshold, starvation)  # the queues: the state kept between decisions
+        super().__init__(name="tiresias", order=self.ranks, size=current_or_min,
+                         place=place_in_order(strict=False), after=(preempt_lower,))
         self.tick = tick
 
     def decide(self, snap: Snapshot) -> Plan:
-        order = self.order
-        assert isinstance(order, TiresiasOrder)
         pending = snap.pending_ids if snap.pending_ids is not None else [
             jid for jid, j in snap.jobs.items() if j.pending]
         if not pending:  # nobody to place or to preempt for: everything keeps running as it is
-            order.touch(snap)
-            self.interval = None
+            self.ranks.touch(snap)
             return Plan(allocations={jid: j.allocation for jid, j in snap.jobs.items() if j.active})
         plan = self._pending_pass(snap, pending) or super().decide(snap)
-        wait = order.next_change(snap, plan)
-        self.interval = None if wait is None else max(self.tick, wait)
-        return plan
+        wait = self.ranks.next_change(snap, plan)
+        return replace(plan, wake_after=None if wait is None else max(self.tick, wait))
 
     def _pending_pass(self, snap: Snapshot, pending: Sequence[str]) -> Plan | None:
         """Decide on the pending jobs alone; None when one of them does not fit.
@@ -153,16 +151,14 @@ class Tiresias(Cycle):
         free = snap.free_total if snap.free_total is not None else sum(snap.free.values(), start=Resources())
         if not demand.fits_in(free):
             return None
-        order = self.order
-        assert isinstance(order, TiresiasOrder)
-        self.pending_only, self.after, order.partial = True, (), True
+        self.ranks.partial = True
         try:
-            plan = super().decide(snap)
+            plan = self.run(snap, pending_only=True, after=())
         finally:
-            self.pending_only, self.after, order.partial = False, (preempt_lower,), False
+            self.ranks.partial = False
         if any(jid not in plan.allocations and jid not in plan.rejected for jid in pending):
             return None
-        order.touch(snap)
+        self.ranks.touch(snap)
         return plan
 
 

@@ -43,16 +43,15 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
         after.append(backfill_hook(reserve_after))
     if elastic:
         after.append(grow_into_idle(load_line, use_models=use_models))
-    cycle = Cycle(
+    return Cycle(
         name=name,
         order=by_priority,
         size=shrink_for_pending(strict, load_line) if elastic else current_or_min,
         place=fair_place(strict),
         after=tuple(after),
         interval=interval,
+        uses_models=use_models,
     )
-    cycle.uses_models = use_models  # type: ignore[attr-defined]  # read by the controller: fit models online
-    return cycle
 
 
 def make() -> Cycle:
