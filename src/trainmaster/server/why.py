@@ -27,5 +27,6 @@ def explain(controller: Controller, job_id: str, gated: Wait | None = None) -> d
 def from_store(row: dict[str, Any]) -> dict[str, Any]:
     """The answer for a job the controller no longer holds (ended) or while it is busy: the stored reason."""
     reason = row["message"] or row["why"]
-    return {"reason": reason, "category": category(reason, JobState(row["state"])), "eta": None,
+    # The store keeps the text, not the typed wait: a pending job's kind is known only to the live controller.
+    return {"reason": reason, "category": category(None, JobState(row["state"])), "eta": None,
             "source": "store"}

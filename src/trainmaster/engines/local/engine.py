@@ -94,6 +94,8 @@ class SubprocessRunner:
 
     def begin(self, job_id: str, attempt: int, workers: Sequence[str], servers: Sequence[str]) -> Attempt:
         job_dir = self.job_dir(job_id)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        job_dir.chmod(0o700)  # its logs, checkpoints and exit codes are the owner's only
         report_file = job_dir / "reports" / f"attempt-{attempt}.jsonl"
         report_file.parent.mkdir(parents=True, exist_ok=True)
         report_file.touch()  # marks the attempt as used even if the task never reports
