@@ -197,19 +197,19 @@ def _fill(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
     return out
 
 
-def test_remove_node_mid_job_finishes_on_the_rest_without_orphans(cluster: Cluster,
+def test_remove_node_mid_4_node_job_finishes_on_the_rest_without_orphans(cluster: Cluster,
                                                                   engine: Callable[..., RayEngine]) -> None:
-    extra = cluster.add_node(**node_args("a3"))  # first by name: the in-order placement puts a task there
+    extra = cluster.add_node(**node_args("a3"))
     cluster.wait_for_nodes()
     eng = engine(node_poll=0.5)
     assert "a3" in eng.cluster()
     ctl = Controller(eng, Cycle(name="fill", size=_fill, place=place_in_order(strict=True)), check=True)
-    jid = ctl.submit(job("spot", ["python", "examples/cnn/train.py", "--step-time", "0.01"], steps=300, lo=1, hi=3,
-                         cpu="2", every="0.5s"))
+    jid = ctl.submit(job("spot", ["python", "examples/cnn/train.py", "--step-time", "0.01"], steps=300, lo=1, hi=4,
+                         cpu="2", every="0.5s"))  # a whole node per worker: one on every node
     ctl.cycle()
     drive(ctl, lambda: ctl.jobs[jid].state is JobState.RUNNING and ctl.jobs[jid].step >= 100
           and load(eng.job_dir(jid) / "checkpoint") is not None)
-    assert sorted(t.launch.node for t in eng.tasks(jid)) == ["a3", "n0", "n1"]
+    assert sorted(t.launch.node for t in eng.tasks(jid)) == ["a3", "n0", "n1", "n2"]
     pids = [t.pid for t in eng.tasks(jid)]
     saved = load(eng.job_dir(jid) / "checkpoint")
     assert saved is not None

@@ -36,5 +36,5 @@ def local_ray_cluster(nodes: int = 3, cpus: int = 2) -> Iterator[Any]:
         cluster.wait_for_nodes()
         yield cluster
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        ray.shutdown()  # type: ignore[no-untyped-call]
+        cluster.shutdown()  # type: ignore[no-untyped-call]
