@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 
@@ -266,3 +267,42 @@ def test_a_joining_ray_node_becomes_node_added(cluster: Cluster, engine: Callabl
         cluster.remove_node(joined)
     events = pump(eng, lambda e: isinstance(e, NodeLost), timeout=60)
     assert isinstance(events[-1], NodeLost) and events[-1].node == "n4"
+
+
+def test_daemon_kill_9_and_restart_on_ray_ends_each_job_once(cluster: Cluster, tmp_path: Path) -> None:
+    """The real daemon (`trainmaster server --engine ray`) killed with -9 while its jobs' actors run."""
+    from server_harness import ServerProcess
+    from test_durability import BARRIER, ENDED, SCRIPT, STEPS, rows, steps_run, trainer, wait_for
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    namespace = "trainmaster"  # the daemon's; no other test uses it
+    server = ServerProcess(tmp_path / "data", cluster_yaml=None,
+                           extra_args=("--engine", "ray", "--ray-address", cluster.address))
+    try:
+        server.start(timeout=120)
+        http = httpx.Client(base_url=server.url, timeout=30)
+        jobs = [http.post("/v1/jobs", content=trainer(f"t{i}", script, gates)).json()["id"] for i in range(2)]
+        wait_for("every trainer at its barrier", lambda: all((gates / f"{j}.at-barrier").exists() for j in jobs))
+        left = named_actors(namespace)
+        assert len(left) == 2
+        server.kill9()
+        assert named_actors(namespace) == left  # detached: the actors (and their processes) outlive the daemon
+        server.start(timeout=120)
+        assert not set(named_actors(namespace)) & set(left)  # recovery killed what the dead daemon left
+        for j in jobs:
+            (gates / f"{j}.go").touch()
+        wait_for("every job to end", lambda: all(rows(http).get(j, {}).get("state") in ENDED for j in jobs), 180)
+        final = rows(http)
+        assert sorted(final) == sorted(jobs)
+        assert {j: final[j]["state"] for j in jobs} == dict.fromkeys(jobs, "succeeded")
+        for j in jobs:
+            ran = steps_run(server, j)
+            assert sorted(step for _, step in ran) == list(range(STEPS)), ran  # every step exactly once
+            pids = list(dict.fromkeys(pid for pid, _ in ran))
+            assert len(pids) == 2 and next(s for p, s in ran if p == pids[1]) == BARRIER  # resumed at the checkpoint
+        assert settle(lambda: not named_actors(namespace))
+    finally:
+        server.stop()

@@ -49,6 +49,8 @@ class TaskActor:
 
     def run(self, task: TaskLaunch, cwd: str, job_dir: str) -> tuple[int, str]:
         """Start the task's process on this node; its pid and the Ray id of the node it runs on."""
+        with contextlib.suppress(OSError):  # Ray runs workers niced (RAY_worker_niceness); a task trains at 0
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
         here = sorted(os.sched_getaffinity(0))
         cores = tuple(sorted({here[c % len(here)] for c in task.cores})) if task.cores and here else ()
         env = {k: v for k, v in os.environ.items() if not k.startswith(SECRET_PREFIX)}
