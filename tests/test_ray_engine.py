@@ -245,6 +245,9 @@ def test_recover_kills_what_a_dead_daemon_left_and_judges_it(engine: Callable[..
     spec = job("orphan", ["python", "examples/digits/train.py", "--step-time", "0.02"], steps=5000)
     first.apply([Action(ActionKind.START, "orphan", spec, workers("n1", "n2"))])
     pump(first, lambda e: isinstance(e, Report) and e.step >= 20)
+    following = first.logs("orphan", "worker-1", follow=True)  # a running task on n2, read through its actor
+    assert next(following).startswith("=== trainmaster: attempt 1 on node n2")
+    following.close()
     pids = [t.pid for t in first.tasks("orphan")]
     first.ray._tasks.clear()  # the daemon dies (kill -9): nothing of it stops the actors
     first._jobs.clear()
