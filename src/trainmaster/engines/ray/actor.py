@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ class TaskActor:
         self.task: Task | None = None
         self.guard: subprocess.Popen[bytes] | None = None
         self.progress: LineTail | None = None
+        self.lock = threading.Lock()  # one reader of the progress file at a time: no line twice, none lost
 
     def run(self, task: TaskLaunch, cwd: str, job_dir: str) -> tuple[int, str]:
         """Start the task's process on this node; its pid and the Ray id of the node it runs on."""
@@ -66,15 +68,16 @@ class TaskActor:
 
         return self.task.pid, str(ray.get_runtime_context().get_node_id())
 
-    def wait(self) -> int:
-        """Block until the task's process ends; its exit code (negative: killed by that signal)."""
+    def wait(self) -> tuple[int, list[dict[str, Any]]]:
+        """Block until the task's process ends: its exit code (negative: killed by that signal) and the
+        progress lines it wrote last, so the actor can be killed at once (freeing its Ray resources)."""
         assert self.task is not None, "run() first"
         self.task.reap()
         code = self.task.poll()
         if self.guard is not None:  # the group is gone: the guard must not kill a recycled one later
             self.guard.kill()
             self.guard.wait()
-        return code if code is not None else -signal.SIGKILL
+        return (code if code is not None else -signal.SIGKILL), self.read_progress()
 
     def signal(self, sig: int) -> None:
         if self.task is not None:
@@ -88,7 +91,8 @@ class TaskActor:
 
     def read_progress(self) -> list[dict[str, Any]]:
         """Progress lines the task (the job's chief) wrote since the last call."""
-        return self.progress.read() if self.progress is not None else []
+        with self.lock:
+            return self.progress.read() if self.progress is not None else []
 
     def read_log(self, path: str, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]:
         """Up to `limit` bytes of the file at `path` on this node from `offset`; the new offset.

@@ -61,9 +61,6 @@ class RayEngine(GangEngine):
         """A task's log lines, read on whatever node it ran (see `RayRunner.logs`)."""
         return self.ray.logs(job_id, task, follow)
 
-    def idle(self) -> bool:
-        return super().idle() and not self.ray.lingering()
-
     def sync_nodes(self) -> None:
         """Compare Ray's alive nodes with ours: joins become `NodeAdded`, departures `NodeLost`."""
         self._next_sync = time.monotonic() + self.node_poll

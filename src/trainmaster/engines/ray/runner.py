@@ -8,7 +8,8 @@ within `place_timeout` seconds fails the start (`TaskFailed`, retried by the
 controller up to the job's maxRestarts), never waits forever. The actor runs
 the process (`actor.TaskActor`); the runner watches one `wait` call per task,
 pulls the chief's progress lines through the actor, and kills an actor
-`linger` seconds after its process ended.
+the moment its process has ended (its last progress lines come with the
+exit code), so Ray frees its resources for the next start at once.
 
 Paths (under `run_dir`, which every node must see at the same path, e.g. an
 NFS or ReadWriteMany volume: checkpoints live there): as on the local engine,
@@ -55,7 +56,7 @@ class RayTask:
     log_path: str
     exit_ref: Any
     code: int | None = None
-    ended_at: float | None = None
+    tail: list[dict[str, object]] = field(default_factory=list)  # progress lines read at its exit
     killed: bool = False
 
     @property
@@ -70,13 +71,20 @@ class RayTask:
         return self.code
 
     def _settle(self, timeout: float | None = None) -> None:
+        """Take the exit code (and last progress lines), then kill the actor: its Ray resources are free."""
         try:
-            self.code = int(ray.get(self.exit_ref, timeout=timeout))
+            code, self.tail = ray.get(self.exit_ref, timeout=timeout)
+            self.code = int(code)
         except GetTimeoutError:
             return
         except RayError:  # the actor died with its node (or was killed): as good as SIGKILL
             self.code = -signal.SIGKILL
-        self.ended_at = time.monotonic()
+        self.kill()
+
+    def kill(self) -> None:
+        if not self.killed:
+            self.killed = True
+            ray.kill(self.actor)
 
     def signal(self, sig: signal.Signals) -> None:
         if self.poll() is None:
@@ -86,8 +94,8 @@ class RayTask:
         if self.code is None:
             self._settle(timeout=30.0)
         if self.code is None:  # the actor does not answer: kill it (its guard kills the process)
-            ray.kill(self.actor)
-            self._settle(timeout=30.0)
+            self.kill()
+            self.code = -signal.SIGKILL
 
 
 @dataclass
@@ -95,13 +103,16 @@ class ChiefProgress:
     """The job's progress lines, pulled through the chief's actor (set once worker 0 starts)."""
 
     task: RayTask | None = None
-    pending: Any = None
 
     def read(self) -> list[dict[str, object]]:
-        if self.task is None or self.task.killed:
+        lines: list[dict[str, object]]
+        if self.task is None:
             return []
+        if self.task.killed:  # ended: the lines it left at exit, once
+            lines, self.task.tail = self.task.tail, []
+            return lines
         try:
-            lines: list[dict[str, object]] = ray.get(self.task.actor.read_progress.remote(), timeout=10.0)
+            lines = ray.get(self.task.actor.read_progress.remote(), timeout=10.0)
         except RayError:
             return []
         return lines
@@ -116,7 +127,6 @@ class RayRunner:
     base_dir: Path = field(default_factory=Path.cwd)
     namespace: str = "trainmaster"
     place_timeout: float = 60.0
-    linger: float = 2.0
     _tasks: list[RayTask] = field(default_factory=list)
     _latest: dict[tuple[str, str], RayTask] = field(default_factory=dict)
     _chiefs: dict[tuple[str, int], ChiefProgress] = field(default_factory=dict)
@@ -194,18 +204,9 @@ class RayRunner:
         return task
 
     def tick(self, live: Sequence[RunningTask], starting: bool) -> None:
-        """Kill the actors of tasks that ended `linger` seconds ago (their last lines are read by then)."""
-        now = time.monotonic()
-        for task in self._tasks:
-            if not task.killed and task.poll() is not None and task.ended_at is not None \
-                    and now - task.ended_at >= self.linger:
-                self._kill(task)
+        """Forget ended tasks (each task's actor is killed the moment its exit is seen)."""
         self._tasks = [t for t in self._tasks if not t.killed]
         self._chiefs = {k: c for k, c in self._chiefs.items() if c.task is None or not c.task.killed}
-
-    def lingering(self) -> bool:
-        """Whether some ended task's actor is still to be killed (the engine keeps polling until it is)."""
-        return bool(self._tasks)
 
     def last_attempt(self, job_id: str) -> int:
         return _last_attempt(self.job_dir(job_id)) or 0
@@ -231,7 +232,7 @@ class RayRunner:
 
     def close(self) -> None:
         for task in self._tasks:
-            self._kill(task)
+            task.kill()
         self._tasks.clear()
 
     # -- logs ------------------------------------------------------------------
@@ -282,8 +283,3 @@ class RayRunner:
 
     def _reader(self, node_id: str) -> ActorHandle:
         return self._actor.options(num_cpus=0, scheduling_strategy=self._pin(node_id)).remote()
-
-    def _kill(self, task: RayTask) -> None:
-        if not task.killed:
-            task.killed = True
-            ray.kill(task.actor)
