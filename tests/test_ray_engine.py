@@ -181,6 +181,7 @@ def test_cnn_resized_1_3_2_across_nodes_resumes_at_the_checkpoint(engine: Callab
     assert len(runs) == 3
     log = "\n".join(eng.logs("elastic", "worker-0"))
     stopped = [int(line.split()[4]) for line in log.splitlines() if line.startswith("trainmaster: stopped at step")]
+    stopped = [step for step in stopped if step < 300]  # at 300 the engine may stop it for its target first
     assert len(stopped) == 2
     for after, at, saved in zip(runs[1:], decided, stopped, strict=True):
         assert at <= saved and after[0].step == saved + 1  # resumed at the checkpoint, not from zero
