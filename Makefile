@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit clean setup browser
+.PHONY: demo demo-ray test lint typecheck layers unit clean setup browser
 
 setup: $(STAMP)
 
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m trainmaster.cli.demo
+
+# The same demo on a 3-node Ray cluster started on this machine (loopback only): the ray engine.
+demo-ray: $(STAMP)
+	$(BIN)/python -m trainmaster.cli.demo --ray --out out/demo-ray --timeout 600
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -48,7 +48,7 @@ def _absolute_pythonpath() -> dict[str, str]:
 class ServerProcess:
     """`trainmaster server` on a free loopback port with a data directory that outlives it."""
 
-    def __init__(self, data_dir: Path, policy: str = "fifo", cluster_yaml: str = CLUSTER_YAML,
+    def __init__(self, data_dir: Path, policy: str = "fifo", cluster_yaml: str | None = CLUSTER_YAML,
                  extra_args: tuple[str, ...] = (), token: str | None = None, *, cwd: Path = REPO) -> None:
         self.data_dir = data_dir
         self.policy = policy
@@ -61,7 +61,8 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster = data_dir / "cluster.yaml"
-        self.cluster.write_text(cluster_yaml)
+        if cluster_yaml is not None:  # None: the engine finds its nodes (the ray engine)
+            self.cluster.write_text(cluster_yaml)
 
     def start(self, timeout: float = 60) -> ServerProcess:
         return self.start_with(timeout=timeout)
@@ -71,7 +72,8 @@ class ServerProcess:
         log = (self.data_dir / "server.log").open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trainmaster.cli.main", "server", "--data-dir", str(self.data_dir),
-             "--port", str(self.port), "--cluster", str(self.cluster), "--policy", self.policy, *self.extra_args],
+             "--port", str(self.port), *(["--cluster", str(self.cluster)] if self.cluster.exists() else []),
+             "--policy", self.policy, *self.extra_args],
             cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**_absolute_pythonpath(), "TRAINMASTER_TOKEN": self.token or ""})
         deadline = time.monotonic() + timeout

@@ -64,12 +64,13 @@ def free_port() -> int:
         return port
 
 
-def start_server(data: Path, policy: str | None, console: Console) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(data: Path, policy: str | None, console: Console,
+                 ray_address: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cluster = data / "cluster.yaml"
     cluster.write_text(CLUSTER_YAML)
     cmd = [sys.executable, "-m", "trainmaster.cli.main", "server", "--data-dir", str(data), "--port", str(port),
-           "--cluster", str(cluster)]
+           *(["--engine", "ray", "--ray-address", ray_address] if ray_address else ["--cluster", str(cluster)])]
     if policy:
         cmd += ["--policy", policy]
     proc = subprocess.Popen(cmd, stdout=(data / "server.log").open("wb"), stderr=subprocess.STDOUT)
@@ -139,7 +140,7 @@ def example(path: str) -> Path:
     raise TrainmasterError(f"{path} not found: run the demo from the repository root (`make demo`)")
 
 
-def run_demo(out: Path, policy: str | None, timeout: float) -> int:
+def run_demo(out: Path, policy: str | None, timeout: float, ray_address: str | None = None) -> int:
     paths = {a.path: example(a.path) for a in WORKLOAD}
     console = Console()
     if console.width < 140:  # the tables need room; a narrow or piped output wraps them instead
@@ -147,7 +148,7 @@ def run_demo(out: Path, policy: str | None, timeout: float) -> int:
     data = out / "data"
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
-    proc, url = start_server(data, policy, console)
+    proc, url = start_server(data, policy, console, ray_address)
     labels: dict[str, str] = {}
     last_alloc: dict[str, str] = {}
     try:
@@ -199,8 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("out/demo"))
     p.add_argument("--policy", default=None, help="scheduling preset (default: the server's best)")
     p.add_argument("--timeout", type=float, default=270.0, help="give up after this many seconds")
+    p.add_argument("--ray", action="store_true", help="run the jobs on a 3-node Ray cluster started on this machine "
+                   "(the ray engine; `make demo-ray`)")
     args = p.parse_args(argv)
     try:
+        if args.ray:
+            from trainmaster.engines.ray.localcluster import local_ray_cluster
+
+            with local_ray_cluster(3) as ray_cluster:
+                return run_demo(args.out, args.policy, args.timeout, ray_cluster.address)
         return run_demo(args.out, args.policy, args.timeout)
     except TrainmasterError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="virtual nodes: a cluster YAML or shorthand; default: this machine as one node")
     p.add_argument("--queues", type=Path, default=None, help="queues YAML (default: one queue, `default`)")
     p.add_argument("--engine", default="local", choices=ENGINES, help="where jobs run (default: local, this machine)")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="with --engine ray: the Ray head's GCS address (default: RAY_ADDRESS, else the cluster "
+                        "started on this machine); the run dir must be on storage every Ray node sees")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
     p.add_argument("--ledger-journal", type=Path, default=None, metavar="FILE",
                    help="append every booking of cores and GPUs to FILE (JSON lines), to audit that none is "
@@ -46,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from trainmaster.server.auth import read_token
     from trainmaster.server.serve import ServerConfig, serve
 
+    if args.ray_address:
+        os.environ["RAY_ADDRESS"] = args.ray_address  # read by the ray engine (engines/registry.py)
     data_dir = args.data_dir or Path(os.environ.get(DATA_ENV) or Path.home() / ".trainmaster")
     url = urlsplit(os.environ.get(URL_ENV) or "")
     host = args.host or url.hostname or "127.0.0.1"

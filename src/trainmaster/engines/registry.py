@@ -5,13 +5,15 @@ The simulator is not here: it is built from a workload by `trainmaster simulate`
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
 from trainmaster.engines.base import Engine
 
-ENGINES = ("local",)  # the Ray engine joins here
+ENGINES = ("local", "ray")
+RAY_ADDRESS = "RAY_ADDRESS"  # the Ray cluster to join (`trainmaster server --ray-address` sets it)
 
 
 def make_engine(name: str, *, cluster: Cluster | None, run_dir: Path, ledger_journal: Path | None = None) -> Engine:
@@ -20,4 +22,13 @@ def make_engine(name: str, *, cluster: Cluster | None, run_dir: Path, ledger_jou
         from trainmaster.engines.local.engine import LocalEngine  # imported on use: engines stay independent
 
         return LocalEngine(cluster, run_dir=run_dir, ledger_journal=ledger_journal)
+    if name == "ray":
+        if cluster is not None:
+            raise SpecError("--cluster", "the ray engine reads its nodes from the Ray cluster",
+                            "drop --cluster; label Ray nodes (trainmaster.io/node, gpu-type, zone, transient)")
+        try:
+            from trainmaster.engines.ray.engine import RayEngine
+        except ImportError as exc:
+            raise SpecError("--engine", f"ray is not installed ({exc})", "pip install 'trainmaster[ray]'") from None
+        return RayEngine(run_dir=run_dir, address=os.environ.get(RAY_ADDRESS), ledger_journal=ledger_journal)
     raise SpecError("--engine", f"unknown engine {name!r}", f"use one of {', '.join(ENGINES)}")
