@@ -151,7 +151,8 @@ def test_the_three_examples_train_on_different_ray_nodes(engine: Callable[..., R
         assert seen[-1] < 0.5 * seen[0], (name, seen[0], seen[-1])
     assert load(eng.job_dir("digits") / "checkpoint")["step"] == 300  # type: ignore[index]
     log = list(eng.logs("ps", "worker-1"))  # its actor is gone: read on its node by a reader actor
-    assert log[0].startswith("=== trainmaster: attempt 1 on node ") and len(log) > 1
+    # The launch line is the engine's own; what the worker itself prints after it varies (warnings, none).
+    assert log and log[0].startswith("=== trainmaster: attempt 1 on node ")
     assert log[0].split()[6].rstrip(",") in ("n0", "n2")  # a worker's node, not the server's (n1)
     assert eng.wait(None) == []  # the engine polls until it has killed every ended task's actor
     assert settle(lambda: not named_actors(eng.ray.namespace))
