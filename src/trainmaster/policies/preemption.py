@@ -28,6 +28,7 @@ Two rules, in the stated order of who may be evicted:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 from trainmaster.core.allocation import Allocation
@@ -132,7 +133,7 @@ class _Holders:
         return out
 
 
-class VictimRule:
+class VictimRule(ABC):
     """Who a claimant may evict, in which order; the knobs of the one preemption (module doc)."""
 
     try_first = True  # try the claimant before evicting anybody
@@ -147,12 +148,13 @@ class VictimRule:
         """At most what evicting every candidate frees (None: unknown); checked before any eviction."""
         return None
 
+    @abstractmethod
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         """Victims in eviction order with how each may be evicted, each checked when it is reached."""
-        raise NotImplementedError
 
     def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
         """The claimant is served (or not); `evicted` were taken out for it (put back, if unneeded, by now)."""
+        return  # by default a rule keeps no state across claimants
 
 
 class LowerRank(VictimRule):
