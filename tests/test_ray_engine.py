@@ -122,7 +122,8 @@ def test_ray_nodes_become_the_cluster(engine: Callable[..., RayEngine]) -> None:
 
 def test_the_three_examples_train_on_different_ray_nodes(engine: Callable[..., RayEngine]) -> None:
     eng = engine()
-    digits = job("digits", ["python", "examples/digits/train.py", "--step-time", "0.002"], steps=300, cpu="1")
+    # Slow enough that the engine reads its progress while it runs (the actors' node ids are read then).
+    digits = job("digits", ["python", "examples/digits/train.py", "--step-time", "0.02"], steps=300, cpu="1")
     cnn = job("cnn", ["python", "examples/cnn/train.py"], steps=200, lo=1, hi=3)
     ps = dataclasses.replace(load_job(ROOT / "examples/ps/job.yaml"), target=Target(steps=300))
     eng.apply([Action(ActionKind.START, "digits", digits, workers("n0", "n1")),

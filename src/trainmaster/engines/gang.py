@@ -532,6 +532,9 @@ class GangEngine:
         if not workers or any(t.poll() != 0 for t in workers):
             return []
         out: list[Event] = []
+        if not job.running_seen:  # it ran and ended between two polls: it was running all the same
+            job.running_seen = True
+            out.append(JobRunning(now, job.job_id, job.allocation))
         progress = job.folder.fold(job.progress.read()) if job.progress is not None else None
         if progress is not None:  # the last lines, written at exit
             out.append(Report(now, job.job_id, progress.step, loss=progress.loss,
