@@ -24,6 +24,7 @@ import enum
 import errno
 import logging
 import signal
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -147,6 +148,14 @@ class TaskRunner(Protocol):
     def recover(self) -> Mapping[str, Recovered]: ...
 
     def close(self) -> None: ...
+
+
+def as_this_python(spec: JobSpec) -> tuple[str, ...]:
+    """The job's command with `python`/`python3` as this interpreter (the same environment, on every node)."""
+    command = list(spec.command)
+    if command[0] in ("python", "python3"):
+        command[0] = sys.executable
+    return tuple(command)
 
 
 class Phase(enum.Enum):

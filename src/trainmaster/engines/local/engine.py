@@ -34,7 +34,7 @@ from trainmaster.core.clock import Clock
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec
 from trainmaster.engines.base import Recovered
-from trainmaster.engines.gang import Attempt, GangEngine, RunningTask, TaskLaunch
+from trainmaster.engines.gang import Attempt, GangEngine, RunningTask, TaskLaunch, as_this_python
 from trainmaster.engines.local.machine import local_cluster, machine_cores
 from trainmaster.engines.local.recovery import judge_attempts, write_manifest
 from trainmaster.engines.local.tasks import Task, kill_group, kill_orphans, launch, rotate_log, start_spare
@@ -87,10 +87,7 @@ class SubprocessRunner:
         return None
 
     def command(self, spec: JobSpec) -> tuple[str, ...]:
-        command = list(spec.command)
-        if command[0] in ("python", "python3"):
-            command[0] = sys.executable
-        return tuple(command)
+        return as_this_python(spec)
 
     def begin(self, job_id: str, attempt: int, workers: Sequence[str], servers: Sequence[str]) -> Attempt:
         job_dir = self.job_dir(job_id)

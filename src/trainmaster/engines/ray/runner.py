@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import logging
 import signal
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from trainmaster.core.job import JobSpec
 from trainmaster.engines.base import Recovered
-from trainmaster.engines.gang import Attempt, RunningTask, TaskLaunch
+from trainmaster.engines.gang import Attempt, RunningTask, TaskLaunch, as_this_python
 from trainmaster.engines.local.recovery import _last_attempt, judge_attempts, write_manifest
 from trainmaster.engines.ray.actor import TaskActor, free_port_here
 from trainmaster.engines.ray.nodes import RayNode
@@ -152,10 +151,7 @@ class RayRunner:
 
     def command(self, spec: JobSpec) -> tuple[str, ...]:
         """`python` is this interpreter: every node runs the same image (the same path)."""
-        command = list(spec.command)
-        if command[0] in ("python", "python3"):
-            command[0] = sys.executable
-        return tuple(command)
+        return as_this_python(spec)
 
     def begin(self, job_id: str, attempt: int, workers: Sequence[str], servers: Sequence[str]) -> Attempt:
         job_dir = self.job_dir(job_id)
