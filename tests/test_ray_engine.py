@@ -149,7 +149,12 @@ def test_the_three_examples_train_on_different_ray_nodes(engine: Callable[..., R
     assert nodes["digits"] == {eng.node_id("n0"), eng.node_id("n1")}  # where Ray says the actors ran
     assert nodes["cnn"] == ids and nodes["ps"] == ids
     for name, seen in losses.items():
-        assert seen[-1] < 0.5 * seen[0], (name, seen[0], seen[-1])
+        assert seen, name  # the daemon heard each job's loss through Ray
+        # Each job learned: read every line its chief wrote (how many reports the engine folded them into
+        # depends on how often it polled, which depends on how fast this machine is).
+        lines = [json.loads(x) for x in (eng.job_dir(name) / "reports" / "attempt-1.jsonl").read_text().splitlines()]
+        written = [float(x["loss"]) for x in lines if x.get("loss") is not None]
+        assert len(written) >= 2 and written[-1] < 0.5 * written[0], (name, written[:1], written[-1:])
     assert load(eng.job_dir("digits") / "checkpoint")["step"] == 300  # type: ignore[index]
     log = list(eng.logs("ps", "worker-1"))  # its actor is gone: read on its node by a reader actor
     # The launch line is the engine's own; what the worker itself prints after it varies (warnings, none).
