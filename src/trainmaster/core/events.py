@@ -76,9 +76,19 @@ class NodeLost:
 
 
 @dataclass(frozen=True, slots=True)
+class RevocationNotice:
+    """The market will take a transient node at `lost_at` (GCE gives 30 s): checkpoint now; `NodeLost` follows."""
+
+    time: float
+    node: str
+    lost_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class NodeAdded:
     time: float
     node: Node
 
 
-Event = JobArrived | JobRunning | Report | JobStopped | JobFinished | TaskFailed | NodeLost | NodeAdded
+Event = (JobArrived | JobRunning | Report | JobStopped | JobFinished | TaskFailed | NodeLost | NodeAdded
+         | RevocationNotice)
