@@ -16,6 +16,7 @@ from trainmaster.controller.records import JobRecord, ServiceClock
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cluster import Cluster
+from trainmaster.core.cost import CostMeter
 from trainmaster.core.errors import TrainmasterError
 from trainmaster.core.events import (
     Event,
@@ -26,6 +27,7 @@ from trainmaster.core.events import (
     NodeAdded,
     NodeLost,
     Report,
+    RevocationNotice,
     TaskFailed,
 )
 from trainmaster.core.job import JobSpec
@@ -37,6 +39,8 @@ from trainmaster.models.book import JobModel
 from trainmaster.policies.snapshot import JobView, Plan, Policy, Snapshot
 
 Listener = Callable[[str, JobRecord], None]
+CycleHook = Callable[[Snapshot, Plan], None]  # runs after each decision's actions (the autoscaler)
+Waker = Callable[[], float | None]  # a time the loop must wake at even without events (None: no need)
 ReportSink = Callable[[Report, JobRecord], None]  # e.g. online model fitting; may write `models`
 
 
@@ -83,6 +87,12 @@ class Controller:
         self.last_plan = Plan(allocations={})
         self.cycles = 0
         self.last_cycle_at = float("-inf")
+        self.after_cycle: list[CycleHook] = []
+        self.wakers: list[Waker] = []
+        self.cost = CostMeter()  # dollars and GPU-hours by the second (core.cost has the rules)
+        self.revocations = 0  # revocation notices the market sent
+        for node in self.cluster.nodes:
+            self.cost.node_joined(node, self.clock.now())
         self._dirty = True
         if policy.uses_models:  # model-driven policies (optimus) learn online from reports
             attach_learning(self)
@@ -164,6 +174,11 @@ class Controller:
         if self.parked:  # wake up for the first job whose backoff ends
             until = max(0.0, min(r.retry_at or 0.0 for r in self.parked.values()) - self.clock.now())
             timeout = until if timeout is None else min(timeout, until)
+        for waker in self.wakers:  # e.g. the autoscaler's next idle check
+            at = waker()
+            if at is not None:
+                until = max(0.0, at - self.clock.now())
+                timeout = until if timeout is None else min(timeout, until)
         events = self.engine.wait(timeout)
         if not events and timeout is None and self.engine.idle():
             return False
@@ -201,6 +216,8 @@ class Controller:
             self._commit(action, now)
         if actions:
             self.engine.apply(actions)
+        for hook in self.after_cycle:
+            hook(snap, plan)
         self._dirty = False  # what this decision did (starts, stops, rejections) needs no new decision
         if self.check:
             self.verify()
@@ -239,6 +256,7 @@ class Controller:
                 self.free_total = self.free_total + res
         self.used_gpus -= record.gpus_held
         record.set_allocation(alloc, now)
+        self.cost.hold(record.id, alloc.per_node(record.spec), now)
         for node, res in alloc.per_node(record.spec).items():
             self.free[node] = self.free[node] - res
             self.free_total = self.free_total - res
@@ -333,8 +351,14 @@ class Controller:
                 self._task_failed(jid, t, msg)
             case NodeLost(time=t, node=name):
                 self._node_lost(name, t)
+            case RevocationNotice(time=t, node=name, lost_at=lost_at):
+                self.revocations += 1
+                for record in self.live.values():
+                    if name in record.allocation.nodes:
+                        record.note(t, f"node {name} is revoked at {lost_at:,.0f} s (notice)")
             case NodeAdded(time=t, node=node):
                 if node.name not in self.cluster:
+                    self.cost.node_joined(node, t)
                     self.cluster = self.cluster.with_nodes((*self.cluster.nodes, node))
                     self.free[node.name] = node.capacity
                     self.free_total = self.free_total + node.capacity
@@ -386,6 +410,7 @@ class Controller:
                                           f"node {name} lost", StopCause.NODE_LOST)])
                 self._release(record, t, StopCause.NODE_LOST, f"node {name} lost")
         self.cluster = self.cluster.with_nodes(n for n in self.cluster.nodes if n.name != name)
+        self.cost.node_left(name, t)
         self.free_total = self.free_total - self.free.pop(name, Resources())
         self.usage.capacity = self.cluster.total.gpu
         self._dirty = True

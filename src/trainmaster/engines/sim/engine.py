@@ -7,6 +7,7 @@ step, speed and loss as real ones do, so online models learn from reports only.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import random
@@ -17,7 +18,17 @@ from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.clock import ManualClock
 from trainmaster.core.cluster import Cluster
-from trainmaster.core.events import Event, JobArrived, JobFinished, JobRunning, NodeAdded, NodeLost, Report
+from trainmaster.core.events import (
+    Event,
+    JobArrived,
+    JobFinished,
+    JobRunning,
+    NodeAdded,
+    NodeLost,
+    Report,
+    RevocationNotice,
+)
+from trainmaster.core.market import Market
 from trainmaster.core.job import JobSpec
 from trainmaster.core.node import Node
 from trainmaster.engines.base import Recovered
@@ -56,13 +67,17 @@ class SimConfig:
 # unique, so tuples never compare past it; `key` is a job id (or a node name for
 # "node_lost"); `version` must match the job's for the entry to be live.
 _Item = tuple[float, int, str, str, int]
-_ALWAYS_LIVE = frozenset({"arrive", "node_lost", "node_added"})
+_ALWAYS_LIVE = frozenset({"arrive", "node_lost", "node_added", "notice", "revoke", "avail"})
+_MARKET = frozenset({"notice", "revoke", "avail"})  # the market's own events: they keep no run going
 
 
 class SimEngine:
     """An engine whose clock only moves from event to event."""
 
-    def __init__(self, cluster: Cluster, workload: Workload, config: SimConfig | None = None) -> None:
+    def __init__(self, cluster: Cluster, workload: Workload, config: SimConfig | None = None,
+                 market: Market | None = None, replace_delay: float | None = None) -> None:
+        """`market` revokes transient nodes (notice, then loss); with `replace_delay`, each revoked node
+        is replaced by a fresh one of its kind that many seconds after the loss (a managed instance group)."""
         self.config = config or SimConfig()
         self.clock: ManualClock = ManualClock(0.0)
         self._cluster = cluster
@@ -76,6 +91,18 @@ class SimEngine:
             self._jobs[wj.job_id] = _SimJob(spec=wj.spec, truth=wj.truth)
             self._heap.append((wj.submit_time, next(self._seq), "arrive", wj.job_id, 0))
         heapq.heapify(self._heap)
+        self.market = market
+        self.replace_delay = replace_delay
+        self.work_lost: dict[str, float] = {}  # job id -> GPU-seconds of work lost to kills (since the checkpoint)
+        self.steps_lost: dict[str, float] = {}  # job id -> steps lost to kills
+        self.revoked: list[tuple[float, str, str]] = []  # (time lost, node, reason) of market revocations
+        self._doomed: dict[str, tuple[float, str]] = {}  # node -> (lost at, reason) once revoked
+        self._replaced = itertools.count(1)
+        if market is not None:
+            for node in cluster.nodes:
+                self._schedule_revocation(node, 0.0)
+            for i, row in enumerate(market.availability()):
+                self._push(row.time, "avail", str(i))
 
     # -- engine protocol -----------------------------------------------------
     def recover(self) -> Mapping[str, Recovered]:
@@ -91,6 +118,8 @@ class SimEngine:
         heap = self._heap
         while heap and self._stale(heap[0]):  # superseded entries (a preempted job's finish) are no events
             heapq.heappop(heap)
+        if self.market is not None:  # revocations to come change nothing once no job is left
+            return all(item[2] in _MARKET or self._stale(item) for item in heap)
         return not heap
 
     def apply(self, actions: Sequence[Action]) -> None:
@@ -102,6 +131,7 @@ class SimEngine:
             job.running = False
             if action.kind is ActionKind.STOP:
                 if action.cause in (StopCause.NODE_LOST, StopCause.FAILED):
+                    self._count_lost(action.job_id, job)
                     job.done = job.checkpointed  # killed: work since the last checkpoint is lost
                 job.checkpointed = job.done
                 job.allocation = EMPTY
@@ -150,6 +180,51 @@ class SimEngine:
         """Schedule a node's loss (a transient server revoked) at time `at`."""
         self._push(at, "node_lost", node)
 
+    # -- the market ---------------------------------------------------------------
+    def _schedule_revocation(self, node: Node, joined_at: float) -> None:
+        """Ask the market when a transient node goes; push its notice and its loss."""
+        rev = self.market.revocation(node, joined_at) if self.market is not None and node.transient else None
+        if rev is not None:
+            self._doom(node.name, rev.notice_at, rev.lost_at, rev.reason)
+
+    def _doom(self, name: str, notice_at: float, lost_at: float, reason: str) -> None:
+        if name in self._doomed:
+            return
+        self._doomed[name] = (lost_at, reason)
+        self._push(notice_at, "notice", name)
+        self._push(lost_at, "revoke", name)
+
+    def _availability_drop(self, index: int, now: float) -> None:
+        """An availability row: revoke the newest transient nodes of its zone and type beyond the count."""
+        assert self.market is not None
+        row = self.market.availability()[index]
+        alive = [n for n in self._cluster.nodes if n.transient and n.zone == row.zone
+                 and (n.gpu_type or "").lower() == row.gpu_type and n.name not in self._doomed]
+        for node in alive[row.available:][::-1]:
+            self._doom(node.name, now, now + self.market.notice, "revoked")
+
+    def _count_lost(self, job_id: str, job: _SimJob) -> None:
+        lost = max(0.0, job.done - job.checkpointed)
+        if lost > 0 and job.rate > 0:
+            gpus = job.allocation.gpus(job.spec) or len(job.allocation)
+            self.steps_lost[job_id] = self.steps_lost.get(job_id, 0.0) + lost
+            self.work_lost[job_id] = self.work_lost.get(job_id, 0.0) + lost / job.rate * gpus
+
+    def _lose(self, name: str, now: float) -> list[Event]:
+        """A node leaves the simulated cluster; a market revocation may bring a replacement."""
+        if name not in self._cluster:
+            return []  # gone already (released by a provider before its revocation came)
+        node = self._cluster.node(name)
+        self._cluster = self._cluster.with_nodes(n for n in self._cluster.nodes if n.name != name)
+        doomed = self._doomed.pop(name, None)
+        if doomed is not None:
+            self.revoked.append((now, name, doomed[1]))
+            if self.replace_delay is not None:
+                base = name.split("~")[0]
+                self.add_node(dataclasses.replace(node, name=f"{base}~{next(self._replaced)}"),
+                              now + self.replace_delay)
+        return [NodeLost(now, name)]
+
     # -- internals -------------------------------------------------------------
     def _push(self, t: float, kind: str, key: str, version: int = 0) -> None:
         heapq.heappush(self._heap, (t, next(self._seq), kind, key, version))
@@ -187,11 +262,18 @@ class SimEngine:
         now, _, kind, key, _ = item
         if kind == "arrive":
             return [JobArrived(now, key, self._jobs[key].spec)]
-        if kind == "node_lost":
-            return [NodeLost(now, key)]
+        if kind == "node_lost" or kind == "revoke":
+            return self._lose(key, now)
+        if kind == "notice":
+            doomed = self._doomed.get(key)
+            return [RevocationNotice(now, key, doomed[0])] if doomed is not None and key in self._cluster else []
+        if kind == "avail":
+            self._availability_drop(int(key), now)
+            return []
         if kind == "node_added":
             node = self._added.pop(key)
             self._cluster = self._cluster.with_nodes((*self._cluster.nodes, node))
+            self._schedule_revocation(node, now)
             return [NodeAdded(now, node)]
         job = self._jobs[key]
         if kind == "ready":
