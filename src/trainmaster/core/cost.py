@@ -63,7 +63,7 @@ class CostMeter:
     def hold(self, job_id: str, per_node: Mapping[str, Resources], t: float) -> None:
         """Job `job_id` holds `per_node` from `t` on (empty: nothing); settles what it held until `t`."""
         self._settle(job_id, t)
-        rate, gpus = 0.0, {}
+        rate, gpus = 0.0, dict[str, int]()
         for name, res in per_node.items():
             entry = self._nodes.get(name)
             if entry is None:

@@ -8,12 +8,16 @@ the same `Revocation` as wall-clock times ("node X revoked at T, notice at T - 3
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Annotated, Any, Protocol
 
+from pydantic import Field, TypeAdapter, ValidationError
+
+from trainmaster.core.errors import SpecError
 from trainmaster.core.node import Node
-from trainmaster.core.resources import Resources
+from trainmaster.core.resources import MAX_GPU, Resources, parse_cpu, parse_memory
+from trainmaster.core.validation import MAX_TEXT, Count, Price, Strict, first_error
 
 GCE_NOTICE = 30.0  # seconds of warning GCE gives before it stops a preemptible VM
 GCE_MAX_LIFETIME = 24 * 3600.0  # GCE stops every preemptible VM after 24 hours
@@ -105,3 +109,113 @@ class Market(Protocol):
     def availability(self) -> Sequence[Availability]:
         """Availability changes in time order (empty for a hazard model)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One kind of node a provider may make: a type, transient or on-demand, and at most `limit` of them."""
+
+    node_type: NodeType
+    transient: bool
+    limit: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.node_type.name}/{'transient' if self.transient else 'on-demand'}"
+
+    @property
+    def price(self) -> float:
+        return self.node_type.price(self.transient)
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleSpec:
+    """What an autoscaler may add (offers within per-offer limits), what it may spend, when it gives back."""
+
+    offers: tuple[Offer, ...]
+    idle_timeout: float = 600.0  # seconds a provider-made node may sit idle before it is released
+    max_cost_per_hour: float | None = None  # price per hour of all provider-made nodes together
+    budget: float | None = None  # dollars the whole cluster may spend; no node is added beyond it
+
+
+_Seconds = Annotated[float, Field(ge=0, le=30 * 86_400, allow_inf_nan=False)]
+_Name = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+
+
+class _TypeDoc(Strict):
+    name: _Name | None = None
+    gpu: Annotated[int, Field(ge=0, le=MAX_GPU)] = 1
+    gpu_type: _Name | None = Field(default=None, alias="gpuType")
+    zone: _Name = "zone-a"
+    cpu: Any = 4
+    memory: Any = "15Gi"
+    on_demand_price: Price | None = Field(default=None, alias="onDemandPrice")
+    transient_price: Price | None = Field(default=None, alias="transientPrice")
+    boot_delay: _Seconds = Field(default=GCE_BOOT_DELAY, alias="bootDelay")
+    notice: _Seconds = GCE_NOTICE
+    max_on_demand: Count = Field(default=0, alias="maxOnDemand")
+    max_transient: Count = Field(default=0, alias="maxTransient")
+
+
+class _AutoscaleDoc(Strict):
+    node_types: list[_TypeDoc] = Field(alias="nodeTypes", min_length=1)
+    idle_timeout: _Seconds = Field(default=600.0, alias="idleTimeout")
+    max_cost_per_hour: Price | None = Field(default=None, alias="maxCostPerHour")
+    budget: Price | None = None
+
+
+_AUTOSCALE = TypeAdapter(_AutoscaleDoc)
+
+
+def autoscale_from_mapping(doc: object, where: str = "") -> AutoscaleSpec:
+    """Parse the `--autoscale` YAML (see README, "Transient servers and cost"):
+
+    ```yaml
+    autoscale:
+      idleTimeout: 600          # seconds a provider-made node may stay idle
+      maxCostPerHour: 20        # USD per hour of all provider-made nodes together (optional)
+      budget: 500               # USD the whole cluster may spend before no node is added (optional)
+      nodeTypes:
+        - {gpuType: k80, zone: us-central1-c, gpu: 1, maxOnDemand: 2, maxTransient: 16}
+        - {name: big, gpuType: v100, gpu: 8, cpu: 64, memory: 416Gi, zone: us-west1-b,
+           onDemandPrice: 21.9, transientPrice: 6.3, bootDelay: 120, maxTransient: 4}
+    ```
+    Prices default to the GCE list prices above when the GPU type is k80, p100 or v100.
+    """
+    root = f"{where}: autoscale" if where else "autoscale"
+    body = doc.get("autoscale") if isinstance(doc, Mapping) else None
+    if not isinstance(body, Mapping):
+        raise SpecError(root, "missing or not a mapping", "put the settings under `autoscale:`")
+    try:
+        parsed = _AUTOSCALE.validate_python(body)
+    except ValidationError as exc:
+        raise first_error(exc, root, _AutoscaleDoc) from None
+    offers: list[Offer] = []
+    for i, t in enumerate(parsed.node_types):
+        path = f"{root}.nodeTypes[{i}]"
+        gpu_type = (t.gpu_type or "gpu").lower() if t.gpu else None
+        listed = GPU_PRICES.get(gpu_type or "")
+        prices = []
+        for given, j, field in ((t.on_demand_price, 0, "onDemandPrice"), (t.transient_price, 1, "transientPrice")):
+            if given is not None:
+                prices.append(float(given))
+            elif listed is not None:
+                prices.append(round(HOST_PRICE[j] + t.gpu * listed[j], 6))
+            else:
+                raise SpecError(f"{path}.{field}", "is required for this GPU type",
+                                f"write the USD price per node-hour (listed types: {', '.join(GPU_PRICES)})")
+        if t.max_on_demand + t.max_transient == 0:
+            raise SpecError(path, "allows no node", "set maxOnDemand and/or maxTransient above 0")
+        node_type = NodeType(
+            name=t.name or f"{gpu_type or 'cpu'}-{t.zone}",
+            capacity=Resources(cpu=parse_cpu(t.cpu, f"{path}.cpu"), memory=parse_memory(t.memory, f"{path}.memory"),
+                               gpu=t.gpu),
+            gpu_type=gpu_type, zone=t.zone, on_demand_price=prices[0], transient_price=prices[1],
+            boot_delay=t.boot_delay, notice=t.notice)
+        offers += [Offer(node_type, False, t.max_on_demand)] if t.max_on_demand else []
+        offers += [Offer(node_type, True, t.max_transient)] if t.max_transient else []
+    names = [o.key for o in offers]
+    if len(set(names)) != len(names):
+        raise SpecError(f"{root}.nodeTypes", "two node types share a name",
+                        "give each a distinct name (default: GPUTYPE-ZONE)")
+    return AutoscaleSpec(tuple(offers), parsed.idle_timeout, parsed.max_cost_per_hour, parsed.budget)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import csv
 import datetime as dt
+import itertools
 import math
 import random
 import re
@@ -58,7 +59,8 @@ def read_lifetimes(path: Path) -> list[Lifetime]:
     try:
         rows = list(csv.reader(path.read_text().splitlines()))
     except OSError as exc:
-        raise SpecError("lifetimes", f"cannot read {path}: {exc.strerror}", "pass transient-gce/lifetime/lifetime.csv")
+        raise SpecError("lifetimes", f"cannot read {path}: {exc.strerror}",
+                        "pass transient-gce/lifetime/lifetime.csv") from None
     out: list[Lifetime] = []
     gpu: str | None = None
     for row in rows:
@@ -111,7 +113,7 @@ class _Fit:
     def mean_revoked(self) -> float:
         """Mean lifetime of the revoked VMs under the sampled (piecewise-linear) distribution."""
         points = (0.0, *self.revoked)
-        return sum((a + b) / 2 for a, b in zip(points, points[1:], strict=False)) / max(1, len(self.revoked))
+        return sum((a + b) / 2 for a, b in itertools.pairwise(points)) / max(1, len(self.revoked))
 
 
 def _fit(items: Iterable[Lifetime]) -> _Fit:
@@ -194,7 +196,8 @@ def read_availability(path: Path) -> list[Availability]:
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
-        raise SpecError("availability", f"cannot read {path}: {exc.strerror}", "pass a CSV time,zone,type,available")
+        raise SpecError("availability", f"cannot read {path}: {exc.strerror}",
+                        "pass a CSV time,zone,type,available") from None
     reader = csv.reader(lines)
     header = [h.strip().lower() for h in next(reader, [])]
     if header != ["time", "zone", "type", "available"]:

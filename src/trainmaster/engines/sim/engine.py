@@ -28,8 +28,8 @@ from trainmaster.core.events import (
     Report,
     RevocationNotice,
 )
-from trainmaster.core.market import Market
 from trainmaster.core.job import JobSpec
+from trainmaster.core.market import Market
 from trainmaster.core.node import Node
 from trainmaster.engines.base import Recovered
 from trainmaster.workloads.base import JobTruth, Workload
@@ -174,6 +174,10 @@ class SimEngine:
 
     def remove_node(self, name: str) -> None:
         self.revoke(name, self.clock.now())
+
+    def nodes_and_booting(self) -> list[Node]:
+        """The nodes in the simulated cluster now and those that will join (a provider's view of the market)."""
+        return [*self._cluster.nodes, *self._added.values()]
 
     # -- scenario controls -----------------------------------------------------
     def revoke(self, node: str, at: float) -> None:

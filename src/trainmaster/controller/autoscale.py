@@ -1,0 +1,162 @@
+"""The autoscaler: grows the cluster for jobs that wait for room, gives back provider nodes left idle.
+
+It runs after every decision (`Controller.after_cycle`) and is the same for
+every engine: it reads the plan and the controller's books and talks to a
+`NodeProvider`. Rules:
+
+- Demand: each pending job whose wait is for room (`waits.CAPACITY`, or
+  transient nodes that are not there) needs its minimum gang. Its tasks are
+  packed first onto free room on eligible nodes and onto nodes still
+  booting, then onto new nodes; a job asks for nothing while its nodes boot.
+- Which node: the offers its tasks fit on, in the job's `gpuTypes` order, then
+  cheapest per GPU (transient first when prices say so); a job that never uses
+  transient nodes gets on-demand ones; parameter servers get on-demand ones
+  unless the job prefers transient (placement keeps them off transient nodes).
+- Limits: at most `limit` nodes per offer (made and booting), the sum of their
+  prices within `max_cost_per_hour`, and nothing new once the cluster has spent
+  `budget` dollars.
+- Scale-down: a node this provider made that no job held for `idle_timeout`
+  seconds is released. Nodes the provider did not make (on-premises) are never removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainmaster.controller.loop import Controller
+from trainmaster.core.job import JobSpec, Role, TransientUse
+from trainmaster.core.market import AutoscaleSpec, Offer
+from trainmaster.core.node import Node
+from trainmaster.core.resources import Resources
+from trainmaster.engines.provider import NodeProvider
+from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.policies.waits import CAPACITY, WaitKind
+
+_DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE}
+
+
+@dataclass
+class _Made:
+    offer: Offer
+    node: Node
+    idle_since: float | None = None
+    joined: bool = False
+
+
+@dataclass
+class Autoscaler:
+    """Adds and removes provider nodes around one controller (see the module doc for the rules)."""
+
+    spec: AutoscaleSpec
+    provider: NodeProvider
+    made: dict[str, _Made] = field(default_factory=dict)  # provider nodes, booting or joined
+    added: int = 0
+    removed: int = 0
+    refused: int = 0  # requests a limit, the budget or the market turned down
+
+    def attach(self, controller: Controller) -> Autoscaler:
+        self._controller = controller
+        controller.after_cycle.append(self.on_cycle)
+        controller.wakers.append(self.next_wake)
+        return self
+
+    # -- the hook ---------------------------------------------------------------
+    def on_cycle(self, snap: Snapshot, plan: Plan) -> None:
+        c = self._controller
+        now = c.clock.now()
+        booting = self._forget_lost(c)
+        self._scale_down(c, now)
+        free = dict(c.free)
+        for name in booting:
+            free[name] = self.made[name].node.capacity
+        for jid in snap.pending_ids if snap.pending_ids is not None else tuple(snap.jobs):
+            wait = plan.waits.get(jid)
+            record = c.live.get(jid)
+            if wait is None or wait.kind not in _DEMAND or record is None or record.allocation:
+                continue
+            self._provide(record.spec, free, c, now)
+
+    def next_wake(self) -> float | None:
+        idle = [m.idle_since for m in self.made.values() if m.idle_since is not None]
+        return min(idle) + self.spec.idle_timeout if idle else None
+
+    # -- parts --------------------------------------------------------------------
+    def _forget_lost(self, c: Controller) -> set[str]:
+        """Drop provider nodes that left (revoked); return the names still booting."""
+        booting: set[str] = set()
+        for name, m in list(self.made.items()):
+            if name in c.cluster:
+                m.joined = True
+            elif m.joined:
+                del self.made[name]
+            else:
+                booting.add(name)
+        return booting
+
+    def _scale_down(self, c: Controller, now: float) -> None:
+        for name, m in list(self.made.items()):
+            if name not in c.cluster:
+                continue
+            if c.free.get(name) != m.node.capacity:
+                m.idle_since = None
+            elif m.idle_since is None:
+                m.idle_since = now
+            elif now - m.idle_since >= self.spec.idle_timeout:
+                self.provider.release(name)
+                del self.made[name]
+                self.removed += 1
+
+    def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float) -> None:
+        """Pack the job's minimum gang onto free and booting room; request nodes for what is left."""
+        tasks = [(role, rs.resources) for role, rs in spec.roles.items() for _ in range(rs.min)]
+        tasks.sort(key=lambda t: (t[0] is not Role.PS, -t[1].gpu, -t[1].cpu))
+        for role, need in tasks:
+            if self._fit(role, need, spec, free, c):
+                continue
+            offer = self._choose(role, need, spec, c, now)
+            if offer is None:
+                self.refused += 1
+                return  # cannot give this job its gang now: ask for nothing more for it
+            node = self.provider.request(offer.node_type, offer.transient)
+            if node is None:
+                self.refused += 1
+                return
+            self.made[node.name] = _Made(offer, node)
+            self.added += 1
+            free[node.name] = node.capacity - need
+
+    def _fit(self, role: Role, need: Resources, spec: JobSpec, free: dict[str, Resources], c: Controller) -> bool:
+        for name, room in free.items():
+            node = self.made[name].node if name in self.made else (c.cluster.node(name) if name in c.cluster else None)
+            if node is not None and need.fits_in(room) and _eligible(node, role, spec):
+                free[name] = room - need
+                return True
+        return False
+
+    def _choose(self, role: Role, need: Resources, spec: JobSpec, c: Controller, now: float) -> Offer | None:
+        if self.spec.budget is not None and c.cost.cluster_dollars(now) >= self.spec.budget:
+            return None
+        spend = sum(m.offer.price for m in self.made.values())
+        counts: dict[str, int] = {}
+        for m in self.made.values():
+            counts[m.offer.key] = counts.get(m.offer.key, 0) + 1
+        options = [
+            o for o in self.spec.offers
+            if need.fits_in(o.node_type.capacity) and counts.get(o.key, 0) < o.limit
+            and _eligible(o.node_type.make("?", o.transient), role, spec)
+            and (self.spec.max_cost_per_hour is None or spend + o.price <= self.spec.max_cost_per_hour + 1e-9)
+        ]
+        prefs = [t.lower() for t in spec.gpu_types]
+
+        def rank(o: Offer) -> tuple[int, float, str]:
+            t = o.node_type.gpu_type or ""
+            order = prefs.index(t) if t in prefs else len(prefs)
+            return order, o.price / max(1, o.node_type.capacity.gpu), o.key
+
+        return min(options, key=rank, default=None)
+
+
+def _eligible(node: Node, role: Role, spec: JobSpec) -> bool:
+    """Whether a task of `role` may run on `node` as far as provisioning goes (`gpuTypes` only ranks offers)."""
+    return not (node.transient and (spec.transient is TransientUse.NEVER
+                                    or (role is Role.PS and spec.transient is not TransientUse.PREFERRED)))
