@@ -81,7 +81,8 @@ def read_lifetimes(path: Path) -> list[Lifetime]:
         except ValueError:
             raise SpecError("lifetimes", f"row {head!r} has no M/D/YY HH:MM start and end",
                             "pass the ICAC'19 lifetime.csv") from None
-        seconds = (end - start).total_seconds()
+        # Times are whole minutes: a VM revoked within its first minute shows 0; count it half a minute.
+        seconds = max(30.0, (end - start).total_seconds())
         # A VM that reached the cap was stopped a few minutes after 24 h (scheduling slack): not revoked.
         out.append(Lifetime(gpu, zone.group(1) if zone else "unknown", seconds, seconds < GCE_MAX_LIFETIME))
     if not out:
