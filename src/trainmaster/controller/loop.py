@@ -89,6 +89,7 @@ class Controller:
         self.last_cycle_at = float("-inf")
         self.after_cycle: list[CycleHook] = []
         self.wakers: list[Waker] = []
+        self.may_fit_later: list[Callable[[JobSpec], bool]] = []  # a job one of these accepts is never rejected
         self.cost = CostMeter()  # dollars and GPU-hours by the second (core.cost has the rules)
         self.revocations = 0  # revocation notices the market sent
         for node in self.cluster.nodes:
@@ -206,6 +207,8 @@ class Controller:
         for jid, reason in plan.rejected.items():
             record = self.jobs[jid]
             if record.state is JobState.PENDING:
+                if any(fits(record.spec) for fits in self.may_fit_later):
+                    continue  # nodes that can still come (autoscaler, replacements) would hold it: it waits
                 self._finish(record, JobState.REJECTED, now, reason)
         for jid, reason in plan.reasons.items():
             noted = self.live.get(jid)
