@@ -64,7 +64,7 @@ def test_a_revocation_loses_exactly_the_work_since_the_last_checkpoint() -> None
     c = Controller(engine, make_policy("fifo"), check=True)
     c.run()
     hit = next(r for r in c.jobs.values() if r.restarts)
-    assert hit.finish_time == 250 + 60 + 30 + (hit.spec.name == "a" and 800 or 4800)
+    assert hit.finish_time == 250 + 60 + 30 + ((hit.spec.name == "a" and 800) or 4800)
     assert engine.steps_lost == {hit.id: 50.0} and engine.work_lost == {hit.id: 200.0}  # 50 s x 4 GPUs
     notices = [e for e in engine.seen if isinstance(e, RevocationNotice)]
     assert notices == [RevocationNotice(220.0, "n0", 250.0)] and c.revocations == 1
@@ -72,9 +72,10 @@ def test_a_revocation_loses_exactly_the_work_since_the_last_checkpoint() -> None
     assert [(e.time, e.node.name) for e in engine.seen if isinstance(e, NodeAdded)] == [(310.0, "n0~1")]
     assert engine.revoked == [(250.0, "n0", "revoked")] and hit.restarts == 1
     # the cluster paid n0 for 250 s and its replacement from 310 on; the job paid while it held them
+    # (restarting included)
     end = c.clock.now()
     assert math.isclose(c.cost.cluster_dollars(end), 0.001 * (250 + end - 310))
-    assert math.isclose(c.cost.job_cost(hit.id, end), 0.001 * (250 + hit.finish_time - 310))  # it holds the node while restarting
+    assert math.isclose(c.cost.job_cost(hit.id, end), 0.001 * (250 + hit.finish_time - 310))
 
 
 def test_cost_sums_by_the_second() -> None:
