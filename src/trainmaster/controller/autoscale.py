@@ -5,7 +5,9 @@ every engine: it reads the plan and the controller's books and talks to a
 `NodeProvider`. Rules:
 
 - Demand: each pending job whose wait is for room (`waits.CAPACITY`, or
-  transient nodes that are not there) needs its minimum gang. Its tasks are
+  transient nodes that are not there) needs its minimum gang; so does one the
+  policy finds too big for today's cluster but that offered nodes would hold
+  (the controller then keeps it pending instead of rejecting it). Its tasks are
   packed first onto free room on eligible nodes and onto nodes still
   booting, then onto new nodes; a job asks for nothing while its nodes boot.
 - Which node: the offers its tasks fit on, in the job's `gpuTypes` order, then
@@ -58,7 +60,14 @@ class Autoscaler:
         self._controller = controller
         controller.after_cycle.append(self.on_cycle)
         controller.wakers.append(self.next_wake)
+        controller.may_fit_later.append(self.could_fit)
         return self
+
+    def could_fit(self, spec: JobSpec) -> bool:
+        """Whether nodes this autoscaler may make would hold every task of the job (it is then not rejected)."""
+        return all(any(rs.resources.fits_in(o.node_type.capacity)
+                       and _eligible(o.node_type.make("?", o.transient), role, spec) for o in self.spec.offers)
+                   for role, rs in spec.roles.items() if rs.min)
 
     # -- the hook ---------------------------------------------------------------
     def on_cycle(self, snap: Snapshot, plan: Plan) -> None:
@@ -72,7 +81,8 @@ class Autoscaler:
         for jid in snap.pending_ids if snap.pending_ids is not None else tuple(snap.jobs):
             wait = plan.waits.get(jid)
             record = c.live.get(jid)
-            if wait is None or wait.kind not in _DEMAND or record is None or record.allocation:
+            wants_room = jid in plan.rejected or (wait is not None and wait.kind in _DEMAND)
+            if not wants_room or record is None or record.allocation:
                 continue
             self._provide(record.spec, free, c, now)
 
@@ -107,23 +117,34 @@ class Autoscaler:
                 self.removed += 1
 
     def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float) -> None:
-        """Pack the job's minimum gang onto free and booting room; request nodes for what is left."""
+        """Pack the job's minimum gang onto free and booting room, then onto new nodes; request those only
+        when the whole gang is covered (a partial gang would sit idle)."""
         tasks = [(role, rs.resources) for role, rs in spec.roles.items() for _ in range(rs.min)]
         tasks.sort(key=lambda t: (t[0] is not Role.PS, -t[1].gpu, -t[1].cpu))
+        room = dict(free)
+        new: list[tuple[Offer, Resources]] = []  # nodes to request, with the room left on each
         for role, need in tasks:
-            if self._fit(role, need, spec, free, c):
+            if self._fit(role, need, spec, room, c):
                 continue
-            offer = self._choose(role, need, spec, c, now)
+            i = next((i for i, (o, r) in enumerate(new) if need.fits_in(r)
+                      and _eligible(o.node_type.make("?", o.transient), role, spec)), None)
+            if i is not None:
+                new[i] = (new[i][0], new[i][1] - need)
+                continue
+            offer = self._choose(role, need, spec, c, now, [o for o, _ in new])
             if offer is None:
                 self.refused += 1
-                return  # cannot give this job its gang now: ask for nothing more for it
+                return  # the gang cannot be covered now: ask for nothing for this job
+            new.append((offer, offer.node_type.capacity - need))
+        free.update(room)
+        for offer, left in new:
             node = self.provider.request(offer.node_type, offer.transient)
             if node is None:
                 self.refused += 1
                 return
             self.made[node.name] = _Made(offer, node)
             self.added += 1
-            free[node.name] = node.capacity - need
+            free[node.name] = left
 
     def _fit(self, role: Role, need: Resources, spec: JobSpec, free: dict[str, Resources], c: Controller) -> bool:
         for name, room in free.items():
@@ -133,13 +154,15 @@ class Autoscaler:
                 return True
         return False
 
-    def _choose(self, role: Role, need: Resources, spec: JobSpec, c: Controller, now: float) -> Offer | None:
+    def _choose(self, role: Role, need: Resources, spec: JobSpec, c: Controller, now: float,
+                planned: list[Offer]) -> Offer | None:
         if self.spec.budget is not None and c.cost.cluster_dollars(now) >= self.spec.budget:
             return None
-        spend = sum(m.offer.price for m in self.made.values())
+        offers = [*(m.offer for m in self.made.values()), *planned]
+        spend = sum(o.price for o in offers)
         counts: dict[str, int] = {}
-        for m in self.made.values():
-            counts[m.offer.key] = counts.get(m.offer.key, 0) + 1
+        for o in offers:
+            counts[o.key] = counts.get(o.key, 0) + 1
         options = [
             o for o in self.spec.offers
             if need.fits_in(o.node_type.capacity) and counts.get(o.key, 0) < o.limit
