@@ -11,7 +11,7 @@ from trainmaster.controller.autoscale import Autoscaler
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Event, NodeAdded, NodeLost
-from trainmaster.core.job import simple_job
+from trainmaster.core.job import TransientUse, simple_job
 from trainmaster.core.market import AutoscaleSpec, Offer, gce_node_type
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
@@ -91,7 +91,7 @@ def test_limits_and_the_hourly_budget_cap_what_is_added() -> None:
 def test_no_node_is_added_once_the_cluster_spent_its_budget() -> None:
     """The on-premises node costs $36/h: by t=1000 the cluster spent $10 > the $5 budget; `late` gets nothing."""
     spec = AutoscaleSpec((Offer(K80X4, True, 2),), idle_timeout=1e6, budget=5.0)
-    c, engine, scaler, provider = _setup([("b", 1, 3000.0, 0.0), ("late", 4, 100.0, 1000.0)], spec,
+    c, _engine, scaler, provider = _setup([("b", 1, 3000.0, 0.0), ("late", 4, 100.0, 1000.0)], spec,
                                          _onprem("op", 1, price=36.0))
     c.run(max_cycles=20)
     assert provider.requested == 0 and scaler.refused >= 1
@@ -100,8 +100,8 @@ def test_no_node_is_added_once_the_cluster_spent_its_budget() -> None:
 
 def test_a_job_that_must_stay_on_demand_gets_on_demand_nodes() -> None:
     spec = AutoscaleSpec((Offer(K80X4, True, 2), Offer(K80X4, False, 1)), idle_timeout=10.0)
-    work = Workload("t", (WorkloadJob("a", 0.0, replace(simple_job("a", 4), transient=__import__(
-        "trainmaster.core.job", fromlist=["TransientUse"]).TransientUse.NEVER), LinearTruth(50.0, 4)),))
+    work = Workload("t", (WorkloadJob("a", 0.0, replace(simple_job("a", 4), transient=TransientUse.NEVER),
+                                      LinearTruth(50.0, 4)),))
     engine = Recording(Cluster((_onprem("op", 1),)), work)
     provider = SimProvider(engine)
     c = Controller(engine, make_policy("fifo"), check=True)
