@@ -88,19 +88,28 @@ def queue(client: Client, args: argparse.Namespace, console: Console) -> Any:
         return rows
     now = time.time()
     table = Table(box=None, header_style="bold")
+    priced = any(r.get("cost") is not None for r in rows)  # a COST column only where nodes have prices
+    numeric = ("PRIO", "STEP", "LOSS", "RESTARTS", "RESIZES", "PREEMPTED", "COST")
     for col in ("JOB", "QUEUE", "PRIO", "STATE", "AGE", "ALLOCATION", "STEP", "LOSS", "RESTARTS", "RESIZES",
-                "PREEMPTED", "REASON"):
-        table.add_column(col, justify="right" if col in ("PRIO", "STEP", "LOSS", "RESTARTS", "RESIZES", "PREEMPTED")
-                         else "left", **(LONG if col == "REASON" else {"overflow": "fold"}))
+                "PREEMPTED", *(("COST",) if priced else ()), "REASON"):
+        table.add_column(col, justify="right" if col in numeric else "left",
+                         **(LONG if col == "REASON" else {"overflow": "fold"}))
     for r in rows:
         end = r["finish_time"] or now
         table.add_row(r["id"], r["queue"], str(r["priority"]), _state(r["state"]), _duration(end - r["submit_time"]),
                       r["allocation"] or "-", str(r["step"]), _num(r["loss"]), str(r["restarts"]),
-                      str(r["resizes"]), str(r["preemptions"]),
+                      str(r["resizes"]), str(r["preemptions"]), *((_dollars(r.get("cost")),) if priced else ()),
                       escape(humanize(r["message"] if r["state"] in ("failed", "rejected", "cancelled")
                                       else r["why"], now)))
     console.print(table if rows else "no jobs")
     return None
+
+
+def _dollars(value: float | None) -> str:
+    """`$1.23` (a cent shown as `<$0.01`); `-` when the nodes have no prices."""
+    if value is None:
+        return "-"
+    return f"${value:,.2f}" if value >= 0.01 or value == 0 else "<$0.01"
 
 
 def status(client: Client, args: argparse.Namespace, console: Console) -> Any:
@@ -116,7 +125,8 @@ def status(client: Client, args: argparse.Namespace, console: Console) -> Any:
                        ("priority", row["priority"]), ("allocation", row["allocation"] or "-"),
                        ("step", row["step"]), ("loss", _num(row["loss"])), ("steps/s", _num(row["steps_per_s"])),
                        ("restarts (failures)", row["restarts"]), ("resizes", row["resizes"]),
-                       ("preemptions", row["preemptions"]), ("waited", wait), ("jct", jct),
+                       ("preemptions", row["preemptions"]), ("cost", _dollars(row.get("cost"))),
+                       ("waited", wait), ("jct", jct),
                        ("why", escape(humanize(row["why"], time.time()))),
                        ("message", escape(humanize(row["message"] or "-", time.time())))):
         table.add_row(key, str(value))

@@ -92,6 +92,8 @@ class Controller:
         self.may_fit_later: list[Callable[[JobSpec], bool]] = []  # a job one of these accepts is never rejected
         self.cost = CostMeter()  # dollars and GPU-hours by the second (core.cost has the rules)
         self.revocations = 0  # revocation notices the market sent
+        self.draining: set[str] = set()  # nodes under a revocation notice: out of the policy's view, still paid
+        self.drain_on_notice = True  # stop (checkpoint) a notified node's jobs at once rather than lose work
         for node in self.cluster.nodes:
             self.cost.node_joined(node, self.clock.now())
         self._dirty = True
@@ -294,7 +296,7 @@ class Controller:
         """
         self._hold(record, EMPTY, now)
         record.running_since = None
-        if cause is StopCause.PREEMPT:
+        if cause in (StopCause.PREEMPT, StopCause.REVOKED):  # not a failure: counts against no limit
             record.preemptions += 1
             record.move(JobState.PENDING, now, reason)
             record.note(now, f"preempted: {reason}")
@@ -356,9 +358,7 @@ class Controller:
                 self._node_lost(name, t)
             case RevocationNotice(time=t, node=name, lost_at=lost_at):
                 self.revocations += 1
-                for record in self.live.values():
-                    if name in record.allocation.nodes:
-                        record.note(t, f"node {name} is revoked at {lost_at:,.0f} s (notice)")
+                self._drain(name, t, lost_at)
             case NodeAdded(time=t, node=node):
                 if node.name not in self.cluster:
                     self.cost.node_joined(node, t)
@@ -404,7 +404,26 @@ class Controller:
                 record.note(now, "backoff over: waiting to restart from the checkpoint")
                 self._dirty = True
 
+    def _drain(self, name: str, t: float, lost_at: float) -> None:
+        """A revocation notice: the node takes no new task, and with `drain_on_notice` its jobs stop now,
+        checkpointing (SIGTERM), to be placed again on what is left, instead of losing their work at the loss."""
+        if name not in self.cluster or name in self.draining:
+            return
+        self.draining.add(name)
+        reason = f"node {name} is revoked in {max(0.0, lost_at - t):.0f}s (market notice)"
+        for record in list(self.live.values()):
+            if record.state.active and name in record.allocation.nodes:
+                if not self.drain_on_notice:
+                    record.note(t, reason)
+                    continue
+                self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY, reason, StopCause.REVOKED)])
+                self._release(record, t, StopCause.REVOKED, reason)
+        self._remove(name)
+
     def _node_lost(self, name: str, t: float) -> None:
+        if name in self.draining:  # drained at its notice: now it has gone, and stops costing
+            self.draining.discard(name)
+            self.cost.node_left(name, t)
         if name not in self.cluster:
             return
         for record in list(self.live.values()):
@@ -412,8 +431,12 @@ class Controller:
                 self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY,
                                           f"node {name} lost", StopCause.NODE_LOST)])
                 self._release(record, t, StopCause.NODE_LOST, f"node {name} lost")
-        self.cluster = self.cluster.with_nodes(n for n in self.cluster.nodes if n.name != name)
+        self._remove(name)
         self.cost.node_left(name, t)
+
+    def _remove(self, name: str) -> None:
+        """Take a node out of what the policy may place on."""
+        self.cluster = self.cluster.with_nodes(n for n in self.cluster.nodes if n.name != name)
         self.free_total = self.free_total - self.free.pop(name, Resources())
         self.usage.capacity = self.cluster.total.gpu
         self._dirty = True

@@ -21,6 +21,7 @@ class StopCause(enum.Enum):
     CANCEL = "cancel"
     NODE_LOST = "node-lost"
     FAILED = "failed"
+    REVOKED = "revoked"  # the market's notice came: stop gracefully (checkpoint) before the node goes
 
 
 @dataclass(frozen=True, slots=True)

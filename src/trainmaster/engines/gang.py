@@ -43,12 +43,15 @@ from trainmaster.core.events import (
     NodeAdded,
     NodeLost,
     Report,
+    RevocationNotice,
     TaskFailed,
 )
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
+from trainmaster.core.market import Market
 from trainmaster.engines.base import Recovered
+from trainmaster.engines.churn import Churn, Due
 from trainmaster.engines.ledger import Ledger
 from trainmaster.engines.progress import ProgressFolder, TargetWatch
 
@@ -198,7 +201,8 @@ class GangEngine:
     def __init__(self, cluster: Cluster, runner: TaskRunner, *, clock: Clock | None = None, grace: float = 20.0,
                  poll_interval: float = 0.05, silent_running_after: float = 30.0,
                  ledger_journal: Path | None = None, machine: list[int] | None = None,
-                 target_grace: float = 5.0) -> None:
+                 target_grace: float = 5.0, market: Market | None = None,
+                 replace_delay: float | None = None) -> None:
         self._cluster = cluster
         self.runner = runner
         self._clock: Clock = clock or RealClock()
@@ -211,6 +215,8 @@ class GangEngine:
         self.revoked: set[str] = set()
         self._jobs: dict[str, _Job] = {}
         self._events: list[Event] = []
+        self.churn = Churn(market, replace_delay)  # boots, market revocations and replacements on this clock
+        self.churn.start(cluster.nodes, self._clock.now())
 
     # -- engine protocol -----------------------------------------------------
     @property
@@ -270,18 +276,31 @@ class GangEngine:
         self._jobs.clear()
         self.runner.close()
 
-    def add_node(self, node: Node) -> None:
-        """A node joins (a provisioner added it): jobs may be placed on it from the next decision."""
+    def add_node(self, node: Node, at: float | None = None) -> None:
+        """A node joins at `at` (default now; a provider's node boots until then); `NodeAdded` follows."""
+        if at is not None and at > self._clock.now():
+            self.churn.boot(node, at)
+            return
         if node.name in self._cluster:
             return
         self._cluster = self._cluster.with_nodes((*self._cluster.nodes, node))
         self.revoked.discard(node.name)
         self.ledger.add_node(node)
+        self.churn.watch(node, self._clock.now())
         self._events.append(NodeAdded(self._clock.now(), node))
 
     def remove_node(self, name: str) -> None:
-        """A node leaves (revoked, or scaled down): its tasks are killed at once; `NodeLost` follows."""
-        self.revoke(name)
+        """A node leaves (revoked, or scaled down): its tasks are killed at once; `NodeLost` follows.
+        A node still booting is just forgotten (it never joined)."""
+        if not self.churn.cancel(name):
+            self.revoke(name)
+
+    def nodes_and_booting(self) -> list[Node]:
+        """The nodes now and those that will join (a provider counts both against its limits)."""
+        return [*self._alive(), *self.churn.booting()]
+
+    def _alive(self) -> list[Node]:
+        return [n for n in self._cluster.nodes if n.name not in self.revoked]
 
     def revoke(self, node: str) -> None:
         """Emulate losing `node`: SIGKILL its tasks (no SIGTERM, no checkpoint) and report `NodeLost`.
@@ -452,6 +471,7 @@ class GangEngine:
         job.phase = Phase.RUNNING
 
     def _poll(self) -> list[Event]:
+        self._churn()
         events, self._events = self._events, []
         for job in list(self._jobs.values()):
             try:
@@ -466,6 +486,19 @@ class GangEngine:
         starting = any(j.phase is Phase.RUNNING and not j.running_seen for j in self._jobs.values())
         self.runner.tick([t for j in self._jobs.values() for t in j.live()], starting)
         return events
+
+    def _churn(self) -> None:
+        """Act on the node changes that have come due: joins, revocation notices, losses."""
+        now = self._clock.now()
+        for change in self.churn.due(now, self._alive()):
+            if change.kind is Due.JOIN:
+                self.add_node(change.node)
+            elif change.kind is Due.NOTICE and change.node.name in self._cluster:
+                self._events.append(RevocationNotice(now, change.node.name, change.lost_at))
+            elif change.kind is Due.LOSS and change.node.name in self._cluster \
+                    and change.node.name not in self.revoked:
+                log.info("engine: node %s revoked by the market", change.node.name)
+                self.revoke(change.node.name)
 
     def _poll_waiting(self, job: _Job) -> None:
         if self._fits(job.spec, job.allocation):

@@ -70,6 +70,7 @@ class Job(BaseModel):
     message: str
     cancel_requested: bool
     held: bool = False
+    cost: float | None = None  # USD so far, when the cluster's nodes have prices (None: no prices known)
 
 
 class JobUpdate(BaseModel):

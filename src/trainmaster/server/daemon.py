@@ -81,6 +81,8 @@ class Daemon:
         self._parked: dict[str, Parked] = {}  # held or dependent jobs kept out of the controller (server.gate)
         self._held: set[str] = set()
         self._logged_cycle = 0
+        self._cost_before: dict[str, float] = {}  # USD a recovered job spent under earlier daemons
+        self.priced = any(n.price_per_hour > 0 for n in engine.cluster().nodes)
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> None:
@@ -149,6 +151,7 @@ class Daemon:
         record.restarts = row["restarts"] + int(was_active)
         record.resizes = row["resizes"]
         record.preemptions = row["preemptions"]
+        self._cost_before[jid] = row["cost"] or 0.0
         record.first_start = row["first_start"]
         record.step = row["step"]
         record.loss = row["loss"]
@@ -425,6 +428,7 @@ class Daemon:
         c = self.controller
         batch, self._batch = self._batch, Batch()
         changed, self._changed = self._changed, set()
+        self.priced = self.priced or any(n.price_per_hour > 0 for n in c.cluster.nodes)  # e.g. a priced node joined
         for jid in changed | set(c.live):
             record = c.jobs.get(jid)
             if record is None:
@@ -441,7 +445,7 @@ class Daemon:
         for jid in changed:
             record = c.jobs.get(jid)
             if record is not None:
-                batch.jobs[jid] = _columns(record)
+                batch.jobs[jid] = {**_columns(record), "cost": self._cost(record)}
                 if self._placed.get(jid) != record.allocation:
                     batch.tasks[jid] = tasks_of(record.allocation)
                     self._placed[jid] = record.allocation
@@ -451,6 +455,13 @@ class Daemon:
         self.store.write(batch)
         if changed or not self.nodes_view:
             self._publish()
+
+    def _cost(self, record: JobRecord) -> float | None:
+        """USD the job has cost so far (this daemon's meter plus earlier daemons'); None with no prices."""
+        if not self.priced:
+            return None
+        spent = self.controller.cost.job_cost(record.id, self.controller.clock.now())
+        return round(self._cost_before.get(record.id, 0.0) + spent, 6)
 
     def _publish(self) -> None:
         """Rebuild the node and queue views the API serves (immutable, swapped in whole)."""

@@ -53,7 +53,7 @@ def history(store: Store, now: float, states: Iterable[str] = (), queue: str | N
             "exit_code": exit_code(r["state"], r["message"]), "message": r["message"],
             "gpu_hours": gpu_seconds(events, end if end is not None else now) / 3600,
             "restarts": r["restarts"], "resizes": r["resizes"], "preemptions": r["preemptions"],
-            "cost": None,  # no prices yet: blank until cost exists
+            "cost": r["cost"],  # None: the nodes have no prices
             "held": r.get("held", False),
         })
     return out

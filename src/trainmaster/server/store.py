@@ -94,11 +94,13 @@ MIGRATIONS: tuple[str, ...] = (
     "ALTER TABLE jobs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;",
     # 2: `trainmaster hold` (dependencies live in the document's `spec.after`).
     "ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;",
+    # 3: what a job's resources cost (USD), when the nodes have prices.
+    "ALTER TABLE jobs ADD COLUMN cost REAL;",
 )
 
 # Columns of `jobs` the controller thread keeps up to date.
 LIVE_COLUMNS = ("state", "first_start", "finish_time", "restarts", "resizes", "preemptions", "step", "loss",
-                "steps_per_s", "allocation", "gpus", "tasks", "why", "message")
+                "steps_per_s", "allocation", "gpus", "tasks", "why", "message", "cost")
 UNFINISHED = tuple(s.value for s in JobState if not s.terminal)
 
 

@@ -128,6 +128,12 @@ class Session:
         if not self._in_loop:  # not stepping yet: nothing new to save
             self._exit(None)
 
+    @property
+    def stopping(self) -> bool:
+        """A stop was asked for (SIGTERM: a resize, a preemption, a revocation notice): a loop body that waits
+        on something of its own should give up and let the step loop checkpoint and exit."""
+        return self._stop
+
     def request_stop(self) -> None:
         """Ask the step loop to checkpoint and exit at the next boundary (as SIGTERM does)."""
         self._stop = True

@@ -33,6 +33,7 @@ from pathlib import Path
 from trainmaster.core.clock import Clock
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec
+from trainmaster.core.market import Market
 from trainmaster.engines.base import Recovered
 from trainmaster.engines.gang import Attempt, GangEngine, RunningTask, TaskLaunch, as_this_python
 from trainmaster.engines.local.machine import local_cluster, machine_cores
@@ -170,14 +171,16 @@ class LocalEngine(GangEngine):
                  env: Mapping[str, str] | None = None, prestart: int = 0,
                  silent_running_after: float = 30.0, log_max_bytes: int = LOG_MAX_BYTES,
                  secret_env: Iterable[str] = (), ledger_journal: Path | None = None,
-                 target_grace: float = 5.0) -> None:
+                 target_grace: float = 5.0, market: Market | None = None,
+                 replace_delay: float | None = None) -> None:
         self.local = SubprocessRunner(run_dir, base_dir=base_dir, env=env, prestart=prestart,
                                       log_max_bytes=log_max_bytes, secret_env=secret_env)
         self.run_dir = self.local.run_dir
         self.base_dir = self.local.base_dir
         super().__init__(cluster or local_cluster(), self.local, clock=clock, grace=grace,
                          poll_interval=poll_interval, silent_running_after=silent_running_after,
-                         ledger_journal=ledger_journal, machine=machine_cores(), target_grace=target_grace)
+                         ledger_journal=ledger_journal, machine=machine_cores(), target_grace=target_grace,
+                         market=market, replace_delay=replace_delay)
 
     def job_dir(self, job_id: str) -> Path:
         return self.local.job_dir(job_id)
