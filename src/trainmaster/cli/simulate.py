@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trainmaster.cli import sim_page
+from trainmaster.cli import sim_market, sim_page
 from trainmaster.cli.console import make_console
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.metrics import JobOutcome, Summary
@@ -58,6 +58,7 @@ class Result:
     wall_seconds: float
     events: int
     cycles: int
+    money: sim_market.MarketFigures | None = None  # cost, GPU-hours, revocations, work lost
 
 LEARNING_REPORT_INTERVAL = 300.0  # seconds; default report period when a compared preset learns online
 
@@ -87,6 +88,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
     p.add_argument("--profiles", type=Path, default=None, help="Pollux profiles folder (default: beside the trace)")
     p.add_argument("--no-plots", action="store_true", help="write report.json only")
+    sim_market.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -128,10 +130,14 @@ Tick = Callable[[float, int], None]  # (simulated now, jobs ended so far)
 
 
 def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, config: SimConfig,
-                 tick: Tick | None = None) -> Result:
-    """Replay `workload` on `cluster` under `policy` (a preset name or a built one); `tick` hears each job's end."""
-    engine = SimEngine(cluster, workload, config)
+                 tick: Tick | None = None, market: sim_market.MarketSetup | None = None) -> Result:
+    """Replay `workload` on `cluster` under `policy` (a preset name or a built one); `tick` hears each job's end.
+
+    `market` adds revocations, replacement or the autoscaler (`cli.sim_market`)."""
+    m = market or sim_market.MarketSetup()
+    engine = SimEngine(cluster, workload, config, market=m.market, replace_delay=m.replace_delay)
     controller = Controller(engine, make_policy(policy) if isinstance(policy, str) else policy)
+    scaler = sim_market.attach(controller, engine, m)
     ended = 0
 
     def listen(what: str, record: JobRecord) -> None:
@@ -157,6 +163,7 @@ def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, con
         wall_seconds=wall,
         events=engine.events_processed,
         cycles=controller.cycles,
+        money=sim_market.figures(controller, engine, scaler),
     )
 
 
@@ -206,6 +213,9 @@ def comparison_table(title: str, results: Sequence[Result]) -> Table:
     for label, show in ROWS:
         table.add_row(label, *(show(r.summary) for r in results))
     table.add_row("rejected", *(str(len(r.rejected)) for r in results))
+    if all(r.money is not None for r in results):
+        for label, cells in sim_market.rows([r.money for r in results if r.money is not None]):
+            table.add_row(label, *cells)
     return table
 
 
@@ -226,6 +236,8 @@ def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
         "restart_delay": args.restart_delay,
         "max_factor": args.max_factor,
         "report_interval": args.report_interval,
+        "market": None if getattr(args, "market", None) is None else str(args.market),
+        "autoscale": None if getattr(args, "autoscale", None) is None else str(args.autoscale),
         "policies": {
             r.policy: {
                 "summary": {k: _finite(v) for k, v in r.summary.as_dict().items()},
@@ -233,11 +245,13 @@ def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
                 "wall_seconds": round(r.wall_seconds, 3),
                 "events": r.events,
                 "cycles": r.cycles,
+                "market": r.money.as_dict() if r.money is not None else None,
                 "jobs": [
                     {"id": o.id, "submit": o.submit, "first_start": o.first_start, "finish": o.finish,
                      "state": o.state.value, "restarts": o.restarts, "resizes": o.resizes,
                      "preemptions": o.preemptions, "gpus": o.gpus_requested,
-                     "jct": _finite(o.jct)}
+                     "jct": _finite(o.jct),
+                     "cost": round(r.money.job_cost.get(o.id, 0.0), 6) if r.money is not None else None}
                     for o in r.outcomes
                 ],
             }
@@ -260,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
     if any(name in ORACLE for name in names):  # only reference lines see true durations
         workloads[True] = load_workload(args.workload, oracle=True, **options)
     config = SimConfig(restart_delay=args.restart_delay, report_interval=args.report_interval, seed=args.seed)
+    market = sim_market.setup(args)
     workload = workloads[False]
     results: list[Result] = []
     err = Console(stderr=True)
@@ -271,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
             def tick(now: float, ended: int, task: TaskID = task) -> None:
                 bar.update(task, completed=ended, sim=f"{now / 3600:,.1f} h")
 
-            results.append(simulate_one(workloads[name in ORACLE], cluster, name, config, tick))
+            results.append(simulate_one(workloads[name in ORACLE], cluster, name, config, tick, market))
     make_console().print(comparison_table(f"{workload.name} on {args.cluster} ({cluster.total.gpu} GPUs)", results))
     if args.out is not None:
         data = report(args, workload, cluster, results)
