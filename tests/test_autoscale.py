@@ -15,8 +15,8 @@ from trainmaster.core.job import TransientUse, simple_job
 from trainmaster.core.market import AutoscaleSpec, Offer, gce_node_type
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
+from trainmaster.engines.provider import EngineProvider
 from trainmaster.engines.sim.engine import SimEngine
-from trainmaster.engines.sim.provider import SimProvider
 from trainmaster.policies.registry import make_policy
 from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
 
@@ -35,10 +35,10 @@ def _onprem(name: str, gpus: int, price: float = 0.0) -> Node:
 
 
 def _setup(jobs: list[tuple[str, int, float, float]], spec: AutoscaleSpec, *onprem: Node,
-           ) -> tuple[Controller, Recording, Autoscaler, SimProvider]:
+           ) -> tuple[Controller, Recording, Autoscaler, EngineProvider]:
     work = Workload("t", tuple(WorkloadJob(n, at, simple_job(n, g), LinearTruth(secs, g)) for n, g, secs, at in jobs))
     engine = Recording(Cluster(onprem), work)
-    provider = SimProvider(engine)
+    provider = EngineProvider(engine)
     c = Controller(engine, make_policy("fifo"), check=True)
     scaler = Autoscaler(spec, provider).attach(c)
     return c, engine, scaler, provider
@@ -103,7 +103,7 @@ def test_a_job_that_must_stay_on_demand_gets_on_demand_nodes() -> None:
     work = Workload("t", (WorkloadJob("a", 0.0, replace(simple_job("a", 4), transient=TransientUse.NEVER),
                                       LinearTruth(50.0, 4)),))
     engine = Recording(Cluster((_onprem("op", 1),)), work)
-    provider = SimProvider(engine)
+    provider = EngineProvider(engine)
     c = Controller(engine, make_policy("fifo"), check=True)
     Autoscaler(spec, provider).attach(c)
     c.run()

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from trainmaster.core.errors import SpecError
-from trainmaster.core.market import GCE_MAX_LIFETIME, autoscale_from_mapping, gce_node_type
+from trainmaster.core.market import GCE_MAX_LIFETIME, autoscale_from_mapping, available_at, gce_node_type
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
-from trainmaster.workloads.market import Lifetime, LifetimeMarket, TraceMarket, available_at, read_lifetimes
+from trainmaster.workloads.market import Lifetime, LifetimeMarket, TraceMarket, read_lifetimes
 
 # ../shared/README.md: revoked before the 24 h cap, per GPU type.
 MEASURED = {"k80": (20, 64), "p100": (8, 40), "v100": (5, 48)}

@@ -62,6 +62,7 @@ def test_a_revocation_loses_exactly_the_work_since_the_last_checkpoint() -> None
     engine = Recording(cl, _workload(("a", 4, 1000.0), ("b", 4, 5000.0), checkpoint=100.0),
                        SimConfig(restart_delay=30.0), market=FixedMarket({"n0": 250.0}), replace_delay=60.0)
     c = Controller(engine, make_policy("fifo"), check=True)
+    c.drain_on_notice = False  # the job ignores the notice: the loss kills it
     c.run()
     hit = next(r for r in c.jobs.values() if r.restarts)
     assert hit.finish_time == 250 + 60 + 30 + ((hit.spec.name == "a" and 800) or 4800)
@@ -76,6 +77,24 @@ def test_a_revocation_loses_exactly_the_work_since_the_last_checkpoint() -> None
     end = c.clock.now()
     assert math.isclose(c.cost.cluster_dollars(end), 0.001 * (250 + end - 310))
     assert math.isclose(c.cost.job_cost(hit.id, end), 0.001 * (250 + hit.finish_time - 310))
+
+
+def test_at_the_notice_the_job_checkpoints_and_moves_so_the_revocation_loses_nothing() -> None:
+    """The same revocation with the controller's default, drain on notice: at 220 the job on n0 is stopped
+    gracefully (it checkpoints at 220), n0 takes no task from then on, the job waits for the replacement (310),
+    restarts (30 s) and needs only what it had not done: nothing is lost, and it is a preemption, not a failure."""
+    cl = Cluster((node("n0", 4, transient=True, price_per_hour=3.6), node("n1", 4)))
+    engine = Recording(cl, _workload(("a", 4, 1000.0), ("b", 4, 5000.0), checkpoint=100.0),
+                       SimConfig(restart_delay=30.0), market=FixedMarket({"n0": 250.0}), replace_delay=60.0)
+    c = Controller(engine, make_policy("fifo"), check=True)
+    c.run()
+    hit = next(r for r in c.jobs.values() if r.preemptions)
+    length = 1000.0 if hit.spec.name == "a" else 5000.0
+    assert hit.restarts == 0 and hit.preemptions == 1
+    assert hit.finish_time == 310 + 30 + (length - 220)
+    assert engine.steps_lost == {} and engine.work_lost == {}
+    assert engine.revoked == [(250.0, "n0", "revoked")] and c.revocations == 1
+    assert all(r.state.value == "succeeded" for r in c.jobs.values())
 
 
 def test_cost_sums_by_the_second() -> None:

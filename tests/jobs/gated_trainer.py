@@ -20,7 +20,7 @@ from torch import nn
 import trainmaster.train as tm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from digits.train import batch_indices, build_model, load_digits_tensors  # noqa: E402
+from digits.train import batch_indices, build_model, load_digits_tensors
 
 
 def main() -> None:

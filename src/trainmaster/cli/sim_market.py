@@ -12,18 +12,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 
-from trainmaster.controller.autoscale import Autoscaler
+from trainmaster.controller.autoscale import Autoscaler, MarketSetup
 from trainmaster.controller.loop import Controller
 from trainmaster.core.errors import SpecError
-from trainmaster.core.job import JobSpec
-from trainmaster.core.market import AutoscaleSpec, Market, autoscale_from_mapping
+from trainmaster.core.market import Market, autoscale_from_mapping
 from trainmaster.core.spec import load_yaml_text
 from trainmaster.engines.sim.engine import SimEngine
-from trainmaster.engines.sim.provider import SimProvider
-from trainmaster.policies.snapshot import Snapshot
-from trainmaster.policies.workspace import ClusterMemo, never_fits
 from trainmaster.workloads.market import LifetimeMarket, TraceMarket
 
 REPLACE_DELAY = 90.0  # seconds: a managed instance group boots a replacement VM
@@ -41,14 +36,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "maxCostPerHour, budget): nodes are added for waiting jobs and given back when idle")
 
 
-@dataclass(frozen=True)
-class MarketSetup:
-    market: Market | None = None
-    replace_delay: float | None = None
-    autoscale: AutoscaleSpec | None = None
-
-
-def setup(args: argparse.Namespace) -> MarketSetup:
+def setup(args: argparse.Namespace, seed: int = 0) -> MarketSetup:
     """Read `--market` and `--autoscale`; every problem is one line naming the option."""
     market: Market | None = None
     if args.market is not None:
@@ -60,7 +48,7 @@ def setup(args: argparse.Namespace) -> MarketSetup:
         if head.replace(" ", "") == "time,zone,type,available":
             market = TraceMarket.from_csv(path)
         else:
-            market = LifetimeMarket.from_csv(path, seed=args.seed)
+            market = LifetimeMarket.from_csv(path, seed=seed)
     autoscale = None
     if args.autoscale is not None:
         try:
@@ -73,21 +61,6 @@ def setup(args: argparse.Namespace) -> MarketSetup:
         raise SpecError("--replace-delay", f"{args.replace_delay} is not a duration", "use seconds, e.g. 90")
     replace = args.replace_delay if market is not None and autoscale is None and args.replace_delay >= 0 else None
     return MarketSetup(market, replace, autoscale)
-
-
-def attach(controller: Controller, engine: SimEngine, m: MarketSetup) -> Autoscaler | None:
-    """Wire the autoscaler, or keep jobs waiting for replacements of revoked nodes, around one controller."""
-    if m.replace_delay is not None:
-        memo = ClusterMemo(controller.cluster)  # replacements restore the cluster as it was given
-        empty = Snapshot(now=0.0, cluster=controller.cluster, jobs=MappingProxyType({}), free=MappingProxyType({}))
-
-        def fits_given(spec: JobSpec) -> bool:
-            return never_fits(spec, empty, memo) is None
-
-        controller.may_fit_later.append(fits_given)
-    if m.autoscale is None:
-        return None
-    return Autoscaler(m.autoscale, SimProvider(engine)).attach(controller)
 
 
 @dataclass(frozen=True)

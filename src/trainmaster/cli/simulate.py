@@ -25,6 +25,7 @@ from rich.table import Table
 
 from trainmaster.cli import sim_market, sim_page
 from trainmaster.cli.console import make_console
+from trainmaster.controller.autoscale import MarketSetup, attach
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.metrics import JobOutcome, Summary
 from trainmaster.controller.records import JobRecord
@@ -130,14 +131,14 @@ Tick = Callable[[float, int], None]  # (simulated now, jobs ended so far)
 
 
 def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, config: SimConfig,
-                 tick: Tick | None = None, market: sim_market.MarketSetup | None = None) -> Result:
+                 tick: Tick | None = None, market: MarketSetup | None = None) -> Result:
     """Replay `workload` on `cluster` under `policy` (a preset name or a built one); `tick` hears each job's end.
 
     `market` adds revocations, replacement or the autoscaler (`cli.sim_market`)."""
-    m = market or sim_market.MarketSetup()
+    m = market or MarketSetup()
     engine = SimEngine(cluster, workload, config, market=m.market, replace_delay=m.replace_delay)
     controller = Controller(engine, make_policy(policy) if isinstance(policy, str) else policy)
-    scaler = sim_market.attach(controller, engine, m)
+    scaler = attach(controller, engine, m)
     ended = 0
 
     def listen(what: str, record: JobRecord) -> None:
@@ -274,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
     if any(name in ORACLE for name in names):  # only reference lines see true durations
         workloads[True] = load_workload(args.workload, oracle=True, **options)
     config = SimConfig(restart_delay=args.restart_delay, report_interval=args.report_interval, seed=args.seed)
-    market = sim_market.setup(args)
+    market = sim_market.setup(args, args.seed)
     workload = workloads[False]
     results: list[Result] = []
     err = Console(stderr=True)

@@ -24,15 +24,17 @@ every engine: it reads the plan and the controller's books and talks to a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from trainmaster.controller.loop import Controller
 from trainmaster.core.job import JobSpec, Role, TransientUse
-from trainmaster.core.market import AutoscaleSpec, Offer
+from trainmaster.core.market import AutoscaleSpec, Market, Offer
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
-from trainmaster.engines.provider import NodeProvider
+from trainmaster.engines.provider import EngineProvider, NodeProvider, Provisionable
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, WaitKind
+from trainmaster.policies.workspace import ClusterMemo, never_fits
 
 _DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE}
 
@@ -183,3 +185,25 @@ def _eligible(node: Node, role: Role, spec: JobSpec) -> bool:
     """Whether a task of `role` may run on `node` as far as provisioning goes (`gpuTypes` only ranks offers)."""
     return not (node.transient and (spec.transient is TransientUse.NEVER
                                     or (role is Role.PS and spec.transient is not TransientUse.PREFERRED)))
+
+
+@dataclass(frozen=True)
+class MarketSetup:
+    market: Market | None = None
+    replace_delay: float | None = None
+    autoscale: AutoscaleSpec | None = None
+
+
+def attach(controller: Controller, engine: Provisionable, m: MarketSetup) -> Autoscaler | None:
+    """Wire the autoscaler, or keep jobs waiting for replacements of revoked nodes, around one controller."""
+    if m.replace_delay is not None:
+        memo = ClusterMemo(controller.cluster)  # replacements restore the cluster as it was given
+        empty = Snapshot(now=0.0, cluster=controller.cluster, jobs=MappingProxyType({}), free=MappingProxyType({}))
+
+        def fits_given(spec: JobSpec) -> bool:
+            return never_fits(spec, empty, memo) is None
+
+        controller.may_fit_later.append(fits_given)
+    if m.autoscale is None:
+        return None
+    return Autoscaler(m.autoscale, EngineProvider(engine)).attach(controller)

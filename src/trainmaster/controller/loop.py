@@ -409,15 +409,16 @@ class Controller:
         checkpointing (SIGTERM), to be placed again on what is left, instead of losing their work at the loss."""
         if name not in self.cluster or name in self.draining:
             return
-        self.draining.add(name)
         reason = f"node {name} is revoked in {max(0.0, lost_at - t):.0f}s (market notice)"
-        for record in list(self.live.values()):
-            if record.state.active and name in record.allocation.nodes:
-                if not self.drain_on_notice:
-                    record.note(t, reason)
-                    continue
-                self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY, reason, StopCause.REVOKED)])
-                self._release(record, t, StopCause.REVOKED, reason)
+        hit = [r for r in self.live.values() if r.state.active and name in r.allocation.nodes]
+        if not self.drain_on_notice:  # they run on until the loss kills them
+            for record in hit:
+                record.note(t, reason)
+            return
+        self.draining.add(name)
+        for record in hit:
+            self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY, reason, StopCause.REVOKED)])
+            self._release(record, t, StopCause.REVOKED, reason)
         self._remove(name)
 
     def _node_lost(self, name: str, t: float) -> None:

@@ -8,6 +8,7 @@ the same `Revocation` as wall-clock times ("node X revoked at T, notice at T - 3
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
@@ -219,3 +220,13 @@ def autoscale_from_mapping(doc: object, where: str = "") -> AutoscaleSpec:
         raise SpecError(f"{root}.nodeTypes", "two node types share a name",
                         "give each a distinct name (default: GPUTYPE-ZONE)")
     return AutoscaleSpec(tuple(offers), parsed.idle_timeout, parsed.max_cost_per_hour, parsed.budget)
+
+
+def available_at(rows: Sequence[Availability], t: float, zone: str, gpu_type: str | None) -> int | None:
+    """How many transient nodes of (zone, type) the trace allows at `t`; None when it says nothing about them."""
+    times = [a.time for a in rows]
+    last: int | None = None
+    for a in rows[: bisect.bisect_right(times, t)]:
+        if a.zone == zone and a.gpu_type == (gpu_type or "").lower():
+            last = a.available
+    return last

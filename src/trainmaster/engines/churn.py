@@ -96,21 +96,23 @@ class Churn:
                     out.append(item)
             elif item.kind is Due.LOSS:
                 self._doomed.pop(item.node.name, None)
-                self.revocations.append((at, item.node.name, item.reason))
-                if self.replace_delay is not None:
-                    base = item.node.name.split("~")[0]
-                    self.boot(dataclasses.replace(item.node, name=f"{base}~{next(self._replaced)}"),
-                              at + self.replace_delay)
                 out.append(item)
             else:
                 out.append(item)
         return out
 
+    def lost(self, change: Change, at: float) -> None:
+        """The engine took the node of a due LOSS out at `at`: count it, and book its replacement."""
+        self.revocations.append((at, change.node.name, change.reason))
+        if self.replace_delay is not None:
+            base = change.node.name.split("~")[0]
+            self.boot(dataclasses.replace(change.node, name=f"{base}~{next(self._replaced)}"), at + self.replace_delay)
+
     def next_at(self) -> float | None:
         return self._agenda[0][0] if self._agenda else None
 
-    def only_market_left(self) -> bool:
-        """Nothing but revocations and availability rows to come (they keep no run going by themselves)."""
+    def quiet(self) -> bool:
+        """No node is booting: what is left (revocations, availability rows) keeps no run going by itself."""
         return not self._booting
 
     # -- internals -------------------------------------------------------------

@@ -47,9 +47,9 @@ from trainmaster.core.events import (
     TaskFailed,
 )
 from trainmaster.core.job import JobSpec, Role
+from trainmaster.core.market import Market
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
-from trainmaster.core.market import Market
 from trainmaster.engines.base import Recovered
 from trainmaster.engines.churn import Churn, Due
 from trainmaster.engines.ledger import Ledger
@@ -227,7 +227,7 @@ class GangEngine:
         return self._cluster
 
     def idle(self) -> bool:
-        return not self._events and not any(
+        return not self._events and self.churn.quiet() and not any(
             j.live() or j.phase in (Phase.DRAINING, Phase.WAITING) for j in self._jobs.values())
 
     def apply(self, actions: Sequence[Action]) -> None:
@@ -294,6 +294,10 @@ class GangEngine:
         A node still booting is just forgotten (it never joined)."""
         if not self.churn.cancel(name):
             self.revoke(name)
+
+    @property
+    def market(self) -> Market | None:
+        return self.churn.market
 
     def nodes_and_booting(self) -> list[Node]:
         """The nodes now and those that will join (a provider counts both against its limits)."""
@@ -499,6 +503,7 @@ class GangEngine:
                     and change.node.name not in self.revoked:
                 log.info("engine: node %s revoked by the market", change.node.name)
                 self.revoke(change.node.name)
+                self.churn.lost(change, now)
 
     def _poll_waiting(self, job: _Job) -> None:
         if self._fits(job.spec, job.allocation):

@@ -25,7 +25,6 @@ are available.
 
 from __future__ import annotations
 
-import bisect
 import csv
 import datetime as dt
 import itertools
@@ -219,13 +218,3 @@ def read_availability(path: Path) -> list[Availability]:
         out.append(Availability(t, zone, gpu, count))
     out.sort(key=lambda a: a.time)  # stable: rows at one time keep file order
     return out
-
-
-def available_at(rows: Sequence[Availability], t: float, zone: str, gpu_type: str | None) -> int | None:
-    """How many transient nodes of (zone, type) the trace allows at `t`; None when it says nothing about them."""
-    times = [a.time for a in rows]
-    last: int | None = None
-    for a in rows[: bisect.bisect_right(times, t)]:
-        if a.zone == zone and a.gpu_type == (gpu_type or "").lower():
-            last = a.available
-    return last

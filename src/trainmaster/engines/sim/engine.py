@@ -7,9 +7,9 @@ step, speed and loss as real ones do, so online models learn from reports only.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +32,7 @@ from trainmaster.core.job import JobSpec
 from trainmaster.core.market import Market
 from trainmaster.core.node import Node
 from trainmaster.engines.base import Recovered
+from trainmaster.engines.churn import Churn, Due
 from trainmaster.workloads.base import JobTruth, Workload
 
 EPS = 1e-9
@@ -67,8 +68,7 @@ class SimConfig:
 # unique, so tuples never compare past it; `key` is a job id (or a node name for
 # "node_lost"); `version` must match the job's for the entry to be live.
 _Item = tuple[float, int, str, str, int]
-_ALWAYS_LIVE = frozenset({"arrive", "node_lost", "node_added", "notice", "revoke", "avail"})
-_MARKET = frozenset({"notice", "revoke", "avail"})  # the market's own events: they keep no run going
+_ALWAYS_LIVE = frozenset({"arrive", "node_lost", "churn"})
 
 
 class SimEngine:
@@ -86,23 +86,22 @@ class SimEngine:
         self._jobs: dict[str, _SimJob] = {}
         self._rng = random.Random(self.config.seed)
         self.events_processed = 0
-        self._added: dict[str, Node] = {}  # nodes a provider added, by name, until their `node_added` fires
         for wj in workload.jobs:
             self._jobs[wj.job_id] = _SimJob(spec=wj.spec, truth=wj.truth)
             self._heap.append((wj.submit_time, next(self._seq), "arrive", wj.job_id, 0))
         heapq.heapify(self._heap)
         self.market = market
-        self.replace_delay = replace_delay
         self.work_lost: dict[str, float] = {}  # job id -> GPU-seconds of work lost to kills (since the checkpoint)
         self.steps_lost: dict[str, float] = {}  # job id -> steps lost to kills
-        self.revoked: list[tuple[float, str, str]] = []  # (time lost, node, reason) of market revocations
-        self._doomed: dict[str, tuple[float, str]] = {}  # node -> (lost at, reason) once revoked
-        self._replaced = itertools.count(1)
-        if market is not None:
-            for node in cluster.nodes:
-                self._schedule_revocation(node, 0.0)
-            for i, row in enumerate(market.availability()):
-                self._push(row.time, "avail", str(i))
+        self.churn = Churn(market, replace_delay)  # boots, revocations, replacements (shared with real engines)
+        self.churn.start(cluster.nodes, 0.0)
+        self._churn_at = math.inf  # the earliest "churn" entry in the heap
+        self._sync_churn()
+
+    @property
+    def revoked(self) -> list[tuple[float, str, str]]:
+        """(time lost, node, reason) of each market revocation."""
+        return self.churn.revocations
 
     # -- engine protocol -----------------------------------------------------
     def recover(self) -> Mapping[str, Recovered]:
@@ -118,9 +117,8 @@ class SimEngine:
         heap = self._heap
         while heap and self._stale(heap[0]):  # superseded entries (a preempted job's finish) are no events
             heapq.heappop(heap)
-        if self.market is not None:  # revocations to come change nothing once no job is left
-            return all(item[2] in _MARKET or self._stale(item) for item in heap)
-        return not heap
+        # Revocations and availability rows to come change nothing once no job is left; a booting node may.
+        return self.churn.quiet() and all(item[2] == "churn" or self._stale(item) for item in heap)
 
     def apply(self, actions: Sequence[Action]) -> None:
         now = self.clock.now()
@@ -169,15 +167,17 @@ class SimEngine:
 
     def add_node(self, node: Node, at: float | None = None) -> None:
         """A node joins at `at` (default: now), e.g. once a provisioned machine has booted."""
-        self._added[node.name] = node
-        self._push(self.clock.now() if at is None else at, "node_added", node.name)
+        self.churn.boot(node, self.clock.now() if at is None else at)
+        self._sync_churn()
 
     def remove_node(self, name: str) -> None:
-        self.revoke(name, self.clock.now())
+        """A node leaves now; one still booting is just forgotten (it never joined)."""
+        if not self.churn.cancel(name):
+            self.revoke(name, self.clock.now())
 
     def nodes_and_booting(self) -> list[Node]:
         """The nodes in the simulated cluster now and those that will join (a provider's view of the market)."""
-        return [*self._cluster.nodes, *self._added.values()]
+        return [*self._cluster.nodes, *self.churn.booting()]
 
     # -- scenario controls -----------------------------------------------------
     def revoke(self, node: str, at: float) -> None:
@@ -185,27 +185,28 @@ class SimEngine:
         self._push(at, "node_lost", node)
 
     # -- the market ---------------------------------------------------------------
-    def _schedule_revocation(self, node: Node, joined_at: float) -> None:
-        """Ask the market when a transient node goes; push its notice and its loss."""
-        rev = self.market.revocation(node, joined_at) if self.market is not None and node.transient else None
-        if rev is not None:
-            self._doom(node.name, rev.notice_at, rev.lost_at, rev.reason)
+    def _sync_churn(self) -> None:
+        """Keep one heap entry at the churn agenda's next time (an earlier one already there covers it)."""
+        at = self.churn.next_at()
+        if at is not None and at < self._churn_at:
+            self._churn_at = at
+            self._push(at, "churn", "")
 
-    def _doom(self, name: str, notice_at: float, lost_at: float, reason: str) -> None:
-        if name in self._doomed:
-            return
-        self._doomed[name] = (lost_at, reason)
-        self._push(notice_at, "notice", name)
-        self._push(lost_at, "revoke", name)
-
-    def _availability_drop(self, index: int, now: float) -> None:
-        """An availability row: revoke the newest transient nodes of its zone and type beyond the count."""
-        assert self.market is not None
-        row = self.market.availability()[index]
-        alive = [n for n in self._cluster.nodes if n.transient and n.zone == row.zone
-                 and (n.gpu_type or "").lower() == row.gpu_type and n.name not in self._doomed]
-        for node in alive[row.available:][::-1]:
-            self._doom(node.name, now, now + self.market.notice, "revoked")
+    def _churn(self, now: float) -> list[Event]:
+        self._churn_at = math.inf
+        out: list[Event] = []
+        for change in self.churn.due(now, self._cluster.nodes):
+            name = change.node.name
+            if change.kind is Due.JOIN and name not in self._cluster:
+                self._cluster = self._cluster.with_nodes((*self._cluster.nodes, change.node))
+                out.append(NodeAdded(now, change.node))
+            elif change.kind is Due.NOTICE and name in self._cluster:
+                out.append(RevocationNotice(now, name, change.lost_at))
+            elif change.kind is Due.LOSS and name in self._cluster:  # else released before its revocation came
+                out.extend(self._lose(name, now))
+                self.churn.lost(change, now)
+        self._sync_churn()
+        return out
 
     def _count_lost(self, job_id: str, job: _SimJob) -> None:
         lost = max(0.0, job.done - job.checkpointed)
@@ -215,18 +216,10 @@ class SimEngine:
             self.work_lost[job_id] = self.work_lost.get(job_id, 0.0) + lost / job.rate * gpus
 
     def _lose(self, name: str, now: float) -> list[Event]:
-        """A node leaves the simulated cluster; a market revocation may bring a replacement."""
+        """A node leaves the simulated cluster."""
         if name not in self._cluster:
             return []  # gone already (released by a provider before its revocation came)
-        node = self._cluster.node(name)
         self._cluster = self._cluster.with_nodes(n for n in self._cluster.nodes if n.name != name)
-        doomed = self._doomed.pop(name, None)
-        if doomed is not None:
-            self.revoked.append((now, name, doomed[1]))
-            if self.replace_delay is not None:
-                base = name.split("~")[0]
-                self.add_node(dataclasses.replace(node, name=f"{base}~{next(self._replaced)}"),
-                              now + self.replace_delay)
         return [NodeLost(now, name)]
 
     # -- internals -------------------------------------------------------------
@@ -266,19 +259,10 @@ class SimEngine:
         now, _, kind, key, _ = item
         if kind == "arrive":
             return [JobArrived(now, key, self._jobs[key].spec)]
-        if kind == "node_lost" or kind == "revoke":
+        if kind == "node_lost":
             return self._lose(key, now)
-        if kind == "notice":
-            doomed = self._doomed.get(key)
-            return [RevocationNotice(now, key, doomed[0])] if doomed is not None and key in self._cluster else []
-        if kind == "avail":
-            self._availability_drop(int(key), now)
-            return []
-        if kind == "node_added":
-            node = self._added.pop(key)
-            self._cluster = self._cluster.with_nodes((*self._cluster.nodes, node))
-            self._schedule_revocation(node, now)
-            return [NodeAdded(now, node)]
+        if kind == "churn":
+            return self._churn(now)
         job = self._jobs[key]
         if kind == "ready":
             self._advance(job, now)
