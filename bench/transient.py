@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trainmaster.cli.sim_market import figures
+from trainmaster.cli.market import figures
 from trainmaster.controller.autoscale import MarketSetup, attach
 from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation

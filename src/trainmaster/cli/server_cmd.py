@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from trainmaster.cli import market
 from trainmaster.engines.registry import ENGINES
 
 DATA_ENV = "TRAINMASTER_HOME"
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ledger-journal", type=Path, default=None, metavar="FILE",
                    help="append every booking of cores and GPUs to FILE (JSON lines), to audit that none is "
                         "ever held twice")
+    market.add_options(p)
     p.add_argument("--log-level", choices=("debug", "info", "warning"), default="info",
                    help="server log detail: one key=value line per request, decision, recovery (default: info)")
     p.set_defaults(func=run)
@@ -57,5 +59,6 @@ def run(args: argparse.Namespace) -> int:
     port = args.port or url.port or 8765
     config = ServerConfig(data_dir=data_dir, host=host, port=port, token=read_token(args.token_file),
                           policy=args.policy, cluster=args.cluster, queues=args.queues, max_body=args.max_body,
-                          ledger_journal=args.ledger_journal, engine=args.engine, log_level=args.log_level)
+                          ledger_journal=args.ledger_journal, engine=args.engine, log_level=args.log_level,
+                          market=market.setup(args))
     return serve(config)

@@ -23,7 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trainmaster.cli import sim_market, sim_page
+from trainmaster.cli import market as market_cli
+from trainmaster.cli import sim_page
 from trainmaster.cli.console import make_console
 from trainmaster.controller.autoscale import MarketSetup, attach
 from trainmaster.controller.loop import Controller
@@ -59,7 +60,7 @@ class Result:
     wall_seconds: float
     events: int
     cycles: int
-    money: sim_market.MarketFigures | None = None  # cost, GPU-hours, revocations, work lost
+    money: market_cli.MarketFigures | None = None  # cost, GPU-hours, revocations, work lost
 
 LEARNING_REPORT_INTERVAL = 300.0  # seconds; default report period when a compared preset learns online
 
@@ -89,7 +90,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
     p.add_argument("--profiles", type=Path, default=None, help="Pollux profiles folder (default: beside the trace)")
     p.add_argument("--no-plots", action="store_true", help="write report.json only")
-    sim_market.add_options(p)
+    market_cli.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -164,7 +165,7 @@ def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, con
         wall_seconds=wall,
         events=engine.events_processed,
         cycles=controller.cycles,
-        money=sim_market.figures(controller, engine, scaler),
+        money=market_cli.figures(controller, engine, scaler),
     )
 
 
@@ -215,7 +216,7 @@ def comparison_table(title: str, results: Sequence[Result]) -> Table:
         table.add_row(label, *(show(r.summary) for r in results))
     table.add_row("rejected", *(str(len(r.rejected)) for r in results))
     if all(r.money is not None for r in results):
-        for label, cells in sim_market.rows([r.money for r in results if r.money is not None]):
+        for label, cells in market_cli.rows([r.money for r in results if r.money is not None]):
             table.add_row(label, *cells)
     return table
 
@@ -275,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     if any(name in ORACLE for name in names):  # only reference lines see true durations
         workloads[True] = load_workload(args.workload, oracle=True, **options)
     config = SimConfig(restart_delay=args.restart_delay, report_interval=args.report_interval, seed=args.seed)
-    market = sim_market.setup(args, args.seed)
+    market = market_cli.setup(args, args.seed)
     workload = workloads[False]
     results: list[Result] = []
     err = Console(stderr=True)

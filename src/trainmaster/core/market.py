@@ -227,6 +227,11 @@ def available_at(rows: Sequence[Availability], t: float, zone: str, gpu_type: st
     times = [a.time for a in rows]
     last: int | None = None
     for a in rows[: bisect.bisect_right(times, t)]:
-        if a.zone == zone and a.gpu_type == (gpu_type or "").lower():
+        if a.zone == zone and a.gpu_type == trace_type(gpu_type):
             last = a.available
     return last
+
+
+def trace_type(gpu_type: str | None) -> str:
+    """A node's `type` in an availability trace: its GPU type, lower case, or `cpu` for a node without GPUs."""
+    return (gpu_type or "cpu").lower()

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from trainmaster.core.market import Market
+from trainmaster.core.market import Market, trace_type
 from trainmaster.core.node import Node
 
 
@@ -131,7 +131,7 @@ class Churn:
         assert self.market is not None
         row = self.market.availability()[index]
         nodes = [n for n in alive if n.transient and n.zone == row.zone
-                 and (n.gpu_type or "").lower() == row.gpu_type and n.name not in self._doomed]
+                 and trace_type(n.gpu_type) == row.gpu_type and n.name not in self._doomed]
         out = []
         for node in nodes[row.available:][::-1]:
             lost_at = at + self.market.notice

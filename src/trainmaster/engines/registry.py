@@ -10,18 +10,25 @@ from pathlib import Path
 
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
+from trainmaster.core.market import Market
 from trainmaster.engines.base import Engine
 
 ENGINES = ("local", "ray")
 RAY_ADDRESS = "RAY_ADDRESS"  # the Ray cluster to join (`trainmaster server --ray-address` sets it)
 
 
-def make_engine(name: str, *, cluster: Cluster | None, run_dir: Path, ledger_journal: Path | None = None) -> Engine:
-    """The engine `name` over `cluster` (None: what the engine finds, e.g. this machine)."""
+def make_engine(name: str, *, cluster: Cluster | None, run_dir: Path, ledger_journal: Path | None = None,
+                market: Market | None = None, replace_delay: float | None = None) -> Engine:
+    """The engine `name` over `cluster` (None: what the engine finds, e.g. this machine); `market` revokes its
+    transient nodes (a revoked node comes back after `replace_delay` seconds; None: never)."""
     if name == "local":
         from trainmaster.engines.local.engine import LocalEngine  # imported on use: engines stay independent
 
-        return LocalEngine(cluster, run_dir=run_dir, ledger_journal=ledger_journal)
+        return LocalEngine(cluster, run_dir=run_dir, ledger_journal=ledger_journal, market=market,
+                           replace_delay=replace_delay)
+    if market is not None:
+        raise SpecError("--market", f"the {name} engine takes its nodes from Ray, which revokes them itself",
+                        "drop --market, or use --engine local")
     if name == "ray":
         if cluster is not None:
             raise SpecError("--cluster", "the ray engine reads its nodes from the Ray cluster",

@@ -6,14 +6,16 @@ import fcntl
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import uvicorn
 
-from trainmaster.core.errors import TrainmasterError
+from trainmaster.controller.autoscale import MarketSetup, attach
+from trainmaster.core.errors import SpecError, TrainmasterError
 from trainmaster.core.queue import load_queues
+from trainmaster.engines.gang import GangEngine
 from trainmaster.engines.registry import make_engine
 from trainmaster.policies.registry import make_policy
 from trainmaster.server.app import MAX_BODY, create_app
@@ -41,6 +43,7 @@ class ServerConfig:
     poll: float = 0.1
     ledger_journal: Path | None = None  # append every booking of cores and GPUs here (audits, the chaos test)
     log_level: str = "info"  # debug | info | warning (server.logs)
+    market: MarketSetup = field(default_factory=MarketSetup)  # revocations, replacements, the autoscaler
 
 
 def check_port(host: str, port: int) -> None:
@@ -92,8 +95,15 @@ def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
     private_dir(config.data_dir)
     run_dir = private_dir(config.data_dir / "runs")
     store = Store(private_file(config.data_dir / "trainmaster.db"))
-    engine = make_engine(config.engine, cluster=cluster, run_dir=run_dir, ledger_journal=config.ledger_journal)
-    return Daemon(store, engine, policy, queues=queues, poll=config.poll), store, run_dir
+    engine = make_engine(config.engine, cluster=cluster, run_dir=run_dir, ledger_journal=config.ledger_journal,
+                         market=config.market.market, replace_delay=config.market.replace_delay)
+    daemon = Daemon(store, engine, policy, queues=queues, poll=config.poll)
+    if config.market.market is not None or config.market.autoscale is not None:
+        if config.engine != "local" or not isinstance(engine, GangEngine):
+            raise SpecError("--autoscale", f"the {config.engine} engine's nodes come from Ray's own autoscaler",
+                            "drop --market/--autoscale, or use --engine local (virtual nodes on this machine)")
+        attach(daemon.controller, engine, config.market)
+    return daemon, store, run_dir
 
 
 def serve(config: ServerConfig) -> int:

@@ -16,7 +16,7 @@ to the bit whatever order nodes join in.
     0,us-central1-c,k80,16
     3600,us-central1-c,k80,4
 
-`time` is seconds from the start of the run, `type` a GPU type, `available`
+`time` is seconds from the start of the run, `type` a GPU type (`cpu` for nodes without GPUs), `available`
 how many transient nodes of that type in that zone may exist from then on.
 When it drops below the number that exist, the newest ones get the notice
 at `time` and are lost `notice` seconds later; a provider makes no more than
