@@ -104,3 +104,41 @@ def test_a_revoked_transient_node_s_jobs_checkpoint_at_the_notice_and_resume_els
         assert "COST" in table
     finally:
         server.stop()
+
+
+AUTOSCALE = """autoscale:
+  idleTimeout: 3
+  nodeTypes:
+    - {name: big, gpu: 0, cpu: 2, memory: 4Gi, zone: zone-a, onDemandPrice: 0.5, transientPrice: 0.15,
+       bootDelay: 1, maxTransient: 1}
+"""
+
+
+def test_the_autoscaler_adds_a_virtual_node_for_a_waiting_job_and_gives_it_back_when_idle(tmp_path: Path) -> None:
+    """On-premises `od` holds half a core; a job needing two waits, the autoscaler asks for a `big` transient
+    node (it boots 1 s), the job runs on it and ends, and 3 s idle later the node is given back. `od` stays."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "autoscale.yaml").write_text(AUTOSCALE)
+    server = ServerProcess(data, policy="fifo", cluster_yaml=CLUSTER.split("  - {name: spot")[0],
+                           extra_args=("--autoscale", str(tmp_path / "autoscale.yaml")))
+    server.start()
+    try:
+        http = httpx.Client(base_url=server.url, timeout=30)
+        spec = ("apiVersion: trainmaster/v1\nkind: TrainingJob\nmetadata: {name: wide}\nspec:\n"
+                "  command: [sh, -c, 'echo ran on $TM_NODE']\n"
+                "  roles: {worker: {min: 1, resources: {cpu: 2}}}\n")
+        jid = http.post("/v1/jobs", content=spec).json()["id"]
+
+        def state() -> str:
+            return str(http.get(f"/v1/jobs/{jid}").json()["state"])
+
+        until(lambda: state() in ("succeeded", "failed", "rejected"), "the job to end", server)
+        assert state() == "succeeded"
+        row = http.get(f"/v1/jobs/{jid}").json()
+        assert row["allocation"] == "" and row["cost"] is not None and row["cost"] > 0
+        events = http.get(f"/v1/jobs/{jid}/metrics").json()["allocations"]
+        assert any("big-t1" in (e.get("allocation") or "") for e in events), events  # it ran on the new node
+        until(lambda: [n["name"] for n in http.get("/v1/nodes").json()] == ["od"], "the idle node to go", server)
+    finally:
+        server.stop()

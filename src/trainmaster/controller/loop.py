@@ -177,11 +177,10 @@ class Controller:
         if self.parked:  # wake up for the first job whose backoff ends
             until = max(0.0, min(r.retry_at or 0.0 for r in self.parked.values()) - self.clock.now())
             timeout = until if timeout is None else min(timeout, until)
-        for waker in self.wakers:  # e.g. the autoscaler's next idle check
-            at = waker()
-            if at is not None:
-                until = max(0.0, at - self.clock.now())
-                timeout = until if timeout is None else min(timeout, until)
+        woken = [at for at in (waker() for waker in self.wakers) if at is not None]  # e.g. the autoscaler's
+        if woken:  # next idle check: a decision is due then even if nothing else happens
+            until = max(0.0, min(woken) - self.clock.now())
+            timeout = until if timeout is None else min(timeout, until)
         events = self.engine.wait(timeout)
         if not events and timeout is None and self.engine.idle():
             return False
@@ -189,7 +188,8 @@ class Controller:
             self.handle(event)
         self._unpark(self.clock.now())
         if max_wait is not None:
-            due = interval is not None and self.clock.now() - self.last_cycle_at >= interval
+            due = (interval is not None and self.clock.now() - self.last_cycle_at >= interval) \
+                or (bool(woken) and self.clock.now() >= min(woken))
             if not (self._dirty or due):
                 return True
         elif events and not self._dirty:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.records import JobRecord
+from trainmaster.core.cluster import Cluster
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.errors import SpecError, TrainmasterError
 from trainmaster.core.events import Report
@@ -81,6 +82,7 @@ class Daemon:
         self._parked: dict[str, Parked] = {}  # held or dependent jobs kept out of the controller (server.gate)
         self._held: set[str] = set()
         self._logged_cycle = 0
+        self._published_cluster: Cluster | None = None  # the cluster value the node view was built from
         self._cost_before: dict[str, float] = {}  # USD a recovered job spent under earlier daemons
         self.priced = any(n.price_per_hour > 0 for n in engine.cluster().nodes)
 
@@ -177,7 +179,7 @@ class Daemon:
                             f"use one of {', '.join(sorted(self.queue_names))}")
         cluster = self.controller.cluster  # an immutable value; reading the reference is safe
         reason = never_fits(spec, Snapshot(now=0.0, cluster=cluster, jobs={}, free={}))
-        if reason:
+        if reason and not any(fits(spec) for fits in self.controller.may_fit_later):  # e.g. autoscaler offers
             raise SpecError("spec.roles", f"impossible resources: {reason}",
                             "ask for less per replica or fewer minimum replicas")
         for dep in spec.after:
@@ -453,7 +455,7 @@ class Daemon:
                 self._decided.pop(jid, None)
                 self._placed.pop(jid, None)
         self.store.write(batch)
-        if changed or not self.nodes_view:
+        if changed or not self.nodes_view or self._published_cluster is not c.cluster:  # a node came or went
             self._publish()
 
     def _cost(self, record: JobRecord) -> float | None:
@@ -466,6 +468,7 @@ class Daemon:
     def _publish(self) -> None:
         """Rebuild the node and queue views the API serves (immutable, swapped in whole)."""
         c = self.controller
+        self._published_cluster = c.cluster
         on_node: dict[str, list[str]] = {}
         usage: dict[str, dict[str, Any]] = {q: {"pending": 0, "running": 0, "gpus": 0, "cpu": 0.0}
                                             for q in self.queue_names}
