@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.records import JobRecord
-from trainmaster.core.cluster import Cluster
 from trainmaster.core.allocation import Allocation
+from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError, TrainmasterError
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec, Role
