@@ -214,14 +214,14 @@ class SimEngine:
             self.steps_lost[job_id] = self.steps_lost.get(job_id, 0.0) + lost
             self.work_lost[job_id] = self.work_lost.get(job_id, 0.0) + lost / job.rate * gpus
 
-    def _lose(self, name: str, now: float) -> list[Event]:
+    def _lose(self, name: str, now: float, revoked: bool) -> list[Event]:
         """A node leaves the simulated cluster; a market revocation may bring a replacement."""
         if name not in self._cluster:
             return []  # gone already (released by a provider before its revocation came)
         node = self._cluster.node(name)
         self._cluster = self._cluster.with_nodes(n for n in self._cluster.nodes if n.name != name)
         doomed = self._doomed.pop(name, None)
-        if doomed is not None:
+        if doomed is not None and revoked:
             self.revoked.append((now, name, doomed[1]))
             if self.replace_delay is not None:
                 base = name.split("~")[0]
@@ -267,7 +267,7 @@ class SimEngine:
         if kind == "arrive":
             return [JobArrived(now, key, self._jobs[key].spec)]
         if kind == "node_lost" or kind == "revoke":
-            return self._lose(key, now)
+            return self._lose(key, now, revoked=kind == "revoke")
         if kind == "notice":
             doomed = self._doomed.get(key)
             return [RevocationNotice(now, key, doomed[0])] if doomed is not None and key in self._cluster else []
