@@ -146,3 +146,15 @@ def test_hazard_market_runs_end_and_repeat_bit_for_bit() -> None:
     first = once(1)
     assert first == once(1) and first[0]
     assert first[0] != once(2)[0]
+
+
+def test_a_node_given_back_before_its_revocation_is_neither_revoked_nor_replaced() -> None:
+    cl = Cluster((node("keep", 4), node("spot", 4, transient=True)))
+    engine = Recording(cl, _workload(("a", 4, 1000.0)), market=FixedMarket({"spot": 500.0}), replace_delay=60.0)
+    c = Controller(engine, make_policy("fifo"))
+    c.cycle()
+    engine.remove_node("spot")  # released at 0 (an autoscaler's scale-down), long before its revocation
+    c.run()
+    assert engine.revoked == [] and c.revocations == 0
+    assert [e.node for e in engine.seen if isinstance(e, NodeLost)] == ["spot"]
+    assert not [e for e in engine.seen if isinstance(e, NodeAdded)]

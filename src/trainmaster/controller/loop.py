@@ -210,7 +210,10 @@ class Controller:
             record = self.jobs[jid]
             if record.state is JobState.PENDING:
                 if any(fits(record.spec) for fits in self.may_fit_later):
-                    continue  # nodes that can still come (autoscaler, replacements) would hold it: it waits
+                    text = f"waits for nodes that can still join: {reason}"  # (autoscaler, replacements)
+                    if not record.decisions or record.decisions[-1][1] != text:
+                        record.note(now, text)
+                    continue
                 self._finish(record, JobState.REJECTED, now, reason)
         for jid, reason in plan.reasons.items():
             noted = self.live.get(jid)
