@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar, cast
@@ -28,6 +28,7 @@ from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.policies.queuebook import QueueBook
+from trainmaster.policies.scoring import TIGHTEST, ClusterTraits, Scoring, bind, tightest_fit
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
@@ -35,11 +36,11 @@ _V = TypeVar("_V")
 
 
 def eligible(node: Node, spec: JobSpec) -> bool:
-    """Whether `spec` may run tasks on `node` (GPU type preference, transient use)."""
+    """Whether `spec` may run tasks on `node` (required GPU types, transient use); `gpuTypes` only scores."""
     if node.transient and spec.transient is TransientUse.NEVER:
         return False
-    if spec.gpu_types and node.gpu_type is not None and spec.min_gpus > 0:
-        return node.gpu_type in spec.gpu_types
+    if spec.require_gpu_types and node.gpu_type is not None and spec.min_gpus > 0:
+        return node.gpu_type in spec.require_gpu_types
     return True
 
 
@@ -74,10 +75,18 @@ class ClusterMemo:
     cluster: Cluster
     pools: dict[tuple[bool, tuple[str, ...]], EligibleNodes] = field(default_factory=dict)
     never: dict[str, str | None] = field(default_factory=dict)  # job id -> why it can never fit (None: it can)
+    _traits: ClusterTraits | None = field(default=None, repr=False)
+
+    @property
+    def traits(self) -> ClusterTraits:
+        """The cluster's make-up as the scorers see it (computed on first use)."""
+        if self._traits is None:
+            self._traits = ClusterTraits.of(self.cluster)
+        return self._traits
 
     def pool(self, spec: JobSpec) -> EligibleNodes:
         """`eligible` over the whole cluster, per the spec fields it reads (hot path)."""
-        key = (spec.transient is TransientUse.NEVER, spec.gpu_types if spec.min_gpus > 0 else ())
+        key = (spec.transient is TransientUse.NEVER, spec.require_gpu_types if spec.min_gpus > 0 else ())
         found = self.pools.get(key)
         if found is None:
             found = self.pools[key] = EligibleNodes([n for n in self.cluster.nodes if eligible(n, spec)])
@@ -93,7 +102,7 @@ def never_fits(spec: JobSpec, snap: Snapshot, memo: ClusterMemo | None = None) -
     pool = (memo or ClusterMemo(snap.cluster)).pool(spec)
     nodes = pool.nodes
     if not nodes:
-        return "no node is eligible (check gpuTypes and transient)"
+        return "no node is eligible (check requireGpuTypes and transient)"
     for role, role_spec in spec.roles.items():
         if role_spec.min and not any(role_spec.resources.fits_in(n.capacity) for n in nodes):
             return f"one {role.value} needs {role_spec.resources}, more than any eligible node has"
@@ -116,19 +125,16 @@ def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     return out
 
 
-# -- node scoring ------------------------------------------------------------------
-Scorer = Callable[[Node, Resources, Resources, JobView], float]  # (node, its free room, the gang's demand, job)
-Scoring = tuple[tuple[Scorer, float], ...]  # scorers and their weights: a node's score is the weighted sum
+# -- node scoring: the scorers live in policies.scoring ------------------------------------------
+def anchored(spec: JobSpec, memo: ClusterMemo, counts: Mapping[Role, int]) -> bool:
+    """Whether the gang's anchors (PS tasks and the chief) must go on on-demand nodes (`anchorsOnDemand`).
 
-_CPU_RANK = 1e-12  # CPUs left break ties between equal GPUs left (exact for any realistic count)
-
-
-def tightest_fit(node: Node, free: Resources, need: Resources, job: JobView) -> float:
-    """Fewer GPUs, then fewer CPUs, left on the node after placing: higher. Packs jobs, keeps whole nodes free."""
-    return -((free.gpu - need.gpu) + (free.cpu - need.cpu) * _CPU_RANK)
-
-
-TIGHTEST: Scoring = ((tightest_fit, 1.0),)
+    Only for a gang of two or more tasks that may use transient nodes, on a cluster
+    with both kinds: a one-task job has no rest that could go on without its
+    anchor, so for it the rule would only mean `transient: never`.
+    """
+    return (spec.anchors_on_demand and spec.transient is not TransientUse.NEVER and memo.traits.mixed
+            and sum(counts.values()) > 1)
 
 
 class _FitIndex:
@@ -196,7 +202,7 @@ class Workspace:
         """Start from the snapshot's free capacity, or from an empty cluster (`empty=True`)."""
         self.snap = snap
         self.memo = memo.fresh(snap.cluster) if memo is not None else ClusterMemo(snap.cluster)
-        self.scoring = scoring
+        self.scoring = bind(scoring, snap, self.memo.traits) if scoring is not TIGHTEST else TIGHTEST
         if empty:
             self.free: dict[str, Resources] = {n.name: n.capacity for n in snap.cluster.nodes}
             self.allocations: dict[str, Allocation] = {}
@@ -346,6 +352,8 @@ class Workspace:
             return None
         if sum(counts.values()) == 0:
             return Allocation()
+        if anchored(spec, self.memo, counts):
+            return self._find_anchored(job, counts, prefer)
         pool = self.memo.pool(spec)
         own = self.free
         zero = Resources()
@@ -377,7 +385,24 @@ class Workspace:
         if single is not None:
             return Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
         free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
-        return self._spread(spec, counts, free, preferred)
+        return self._spread(spec, counts, free, preferred, job)
+
+    def _find_anchored(self, job: JobView, counts: Mapping[Role, int], prefer: Iterable[str]) -> Allocation | None:
+        """The PS tasks and one worker (the chief) on on-demand nodes, the other workers wherever they score best."""
+        prefer = tuple(prefer)
+        anchors = {role: n for role, n in counts.items() if role is Role.PS}
+        if counts.get(Role.WORKER, 0):
+            anchors[Role.WORKER] = 1
+        rest = {Role.WORKER: counts.get(Role.WORKER, 0) - anchors.get(Role.WORKER, 0)}
+        on_demand = replace(job, spec=replace(job.spec, transient=TransientUse.NEVER))
+        first = self.find(on_demand, anchors, prefer)
+        if first is None or not rest[Role.WORKER]:
+            return first
+        trial = self.trial()
+        self.assign(replace(job, id=job.id + "\0anchors"), first)  # hold the anchors' room while placing the rest
+        second = self.find(replace(job, spec=replace(job.spec, anchors_on_demand=False)), rest, prefer)
+        trial.discard()
+        return None if second is None else Allocation.of((*first.tasks, *second.tasks))
 
     def _best_scored(self, job: JobView, need: Resources, pool: EligibleNodes,
                      held_per_node: Mapping[str, Resources]) -> str | None:
@@ -396,10 +421,16 @@ class Workspace:
         return None if best is None else best[1]
 
     def _spread(self, spec: JobSpec, counts: Mapping[Role, int], free: dict[str, Resources],
-                preferred: list[str]) -> Allocation | None:
+                preferred: list[str], job: JobView | None = None) -> Allocation | None:
         """Greedy fill to find a small node set, then spread each role evenly over it."""
         pref = set(preferred)
-        order = sorted(free, key=lambda name: (name not in pref, -free[name].gpu, -free[name].cpu, -free[name].memory))
+        scored: dict[str, float] = {}
+        if self.scoring is not TIGHTEST and job is not None:  # best scored first (GPU type, price...), then most free
+            cluster, task = self.snap.cluster, max(spec.roles.values(), key=lambda r: r.resources.gpu).resources
+            scored = {name: sum(w * s(cluster.node(name), free[name], task, job) for s, w in self.scoring
+                                if s is not tightest_fit) for name in free}
+        order = sorted(free, key=lambda name: (name not in pref, -scored.get(name, 0.0), -free[name].gpu,
+                                               -free[name].cpu, -free[name].memory))
         tasks = [role for role, n in counts.items() for _ in range(n)]
         tasks.sort(key=lambda r: (-spec.roles[r].resources.gpu, -spec.roles[r].resources.cpu))
         remaining = dict(free)
