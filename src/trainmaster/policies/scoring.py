@@ -14,14 +14,16 @@ Weights (`DEFAULT`), per unit of each scorer's value:
 | scorer | value | weight |
 | --- | --- | --- |
 | tightest fit | minus GPUs left on the node (CPUs break ties) | 0.5 |
-| GPU preference | `(n - i) / n` for the i-th of n types in `gpuTypes`, 0 unlisted | 8 |
-| throughput | log2(job's speed on the type / on the cluster's best type), >= -4 | 4 |
+| GPU preference | `n - i` for the i-th (from 0) of n types in `gpuTypes`, 0 unlisted | 40 |
+| throughput | log2(job's speed on the type / on the cluster's best type), >= -4; jobs without a budget | 4 |
 | per dollar | log2(speed per dollar / the best), >= -4, jobs with a `budget` | 4 |
 | transient | +1 on a transient node for `transient: preferred` (0 for `allowed`) | 2 |
 | zone spread | minus the share of the job's tasks already on transient nodes of that zone | 1 |
 
-A user's explicit order beats measured speed; speed (a 4x faster type is worth
-8 GPUs of packing) beats packing; transient preference only breaks near-ties.
+A user's explicit order beats everything else (one rank, 40, outweighs the
+other scorers' largest spread, 0.5*8 + 16 + 16 + 2 + 1); speed (a 4x faster
+type is worth 16 GPUs of packing) beats packing; transient preference only
+breaks near-ties.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def _log_ratio(value: float, best: float) -> float:
 
 
 class GpuPreference(ContextScorer):
-    """`gpuTypes` as a preference order: the first listed type scores 1, later ones less, unlisted 0."""
+    """`gpuTypes` as a preference order: the first of n listed types scores n, the next n - 1, unlisted 0."""
 
     def bind(self, snap: Snapshot, traits: ClusterTraits) -> Scorer | None:
         if len(traits.gpu_types) < 2:
@@ -126,7 +128,7 @@ class GpuPreference(ContextScorer):
             prefs = job.spec.gpu_types
             if not prefs or not need.gpu or node.gpu_type not in prefs:
                 return 0.0
-            return (len(prefs) - prefs.index(node.gpu_type)) / len(prefs)
+            return float(len(prefs) - prefs.index(node.gpu_type))
 
         return score
 
@@ -161,7 +163,7 @@ class Throughput(ContextScorer):
             return {t: scores.get(t, mean) for t in types}
 
         def score(node: Node, free: Resources, need: Resources, job: JobView) -> float:
-            if not need.gpu or node.gpu_type is None:
+            if not need.gpu or node.gpu_type is None or job.spec.budget is not None:  # budget: `PerDollar` instead
                 return 0.0
             found = memo.get(job.id)
             if found is None:
@@ -242,7 +244,7 @@ class ZoneSpread(ContextScorer):
 
 DEFAULT: Scoring = (
     (tightest_fit, 0.5),
-    (GpuPreference(), 8.0),
+    (GpuPreference(), 40.0),
     (Throughput(), 4.0),
     (PerDollar(), 4.0),
     (TransientPreference(), 2.0),

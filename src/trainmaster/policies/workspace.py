@@ -390,7 +390,7 @@ class Workspace:
     def _find_anchored(self, job: JobView, counts: Mapping[Role, int], prefer: Iterable[str]) -> Allocation | None:
         """The PS tasks and one worker (the chief) on on-demand nodes, the other workers wherever they score best."""
         prefer = tuple(prefer)
-        anchors = {role: n for role, n in counts.items() if role is Role.PS}
+        anchors: dict[Role, int] = {role: n for role, n in counts.items() if role is Role.PS}
         if counts.get(Role.WORKER, 0):
             anchors[Role.WORKER] = 1
         rest = {Role.WORKER: counts.get(Role.WORKER, 0) - anchors.get(Role.WORKER, 0)}
