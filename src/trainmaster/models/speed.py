@@ -211,7 +211,9 @@ def relative_speeds(rates: TypeRates | None, prior: Mapping[str, float] = GENERI
     Fits `log speed(c, t) = b_c + a_t` to the observed means by alternating
     least squares, starting from the prior's `a_t`: a type seen on a
     configuration also seen on another type is placed relative to it by what
-    was measured; a type never seen keeps its prior ratio to the others.
+    was measured; a type never seen keeps its prior ratio to the geometric
+    centre of the seen ones (which of two measured types is "off" the prior
+    cannot be told apart: both move).
     """
     a = {t: math.log(v) for t, v in prior.items() if v > 0}
     cells = [] if rates is None else [(c, t, math.log(v)) for c, per in rates.rows.items()
@@ -237,4 +239,9 @@ def relative_speeds(rates: TypeRates | None, prior: Mapping[str, float] = GENERI
             counts[t] = counts.get(t, 0) + 1
         for t, total in sums.items():
             a[t] = total / counts[t]
+    seen = [t for t in {t for _, t, _ in cells} if t in prior and prior[t] > 0]
+    if seen:  # the seen types keep the prior's geometric centre: an unseen type stays where the prior puts it
+        shift = sum(math.log(prior[t]) - a[t] for t in seen) / len(seen)
+        for t in {t for _, t, _ in cells}:
+            a[t] += shift
     return {t: math.exp(x) for t, x in a.items()}
