@@ -22,6 +22,7 @@ from time import perf_counter
 from types import MappingProxyType
 
 from trainmaster.core.job import Role
+from trainmaster.policies.objectives import apply_objectives
 from trainmaster.policies.scoring import DEFAULT, Scoring
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.workspace import ClusterMemo, Workspace, minimum, never_fits
@@ -157,7 +158,7 @@ class Cycle:
         jobs = self.admit(seen, ws)  # 2. admit: reject what never fits, order the rest
         ws.rank = {job.id: i for i, job in enumerate(jobs)}
         t2 = clock()
-        sizes = self.size(seen, jobs, ws)  # 3. size: replicas per role per job
+        sizes = apply_objectives(seen, jobs, self.size(seen, jobs, ws), ws)  # 3. size (then budgets, deadlines)
         ws.want = dict(sizes)
         t3 = clock()
         blocked = self.place(seen, jobs, sizes, ws)  # 4. place: whole gangs, fewest nodes
