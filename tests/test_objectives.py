@@ -8,7 +8,9 @@ from types import MappingProxyType
 
 from builders import job, node, pending, snapshot
 from trainmaster.core.cluster import Cluster
+from trainmaster.core.errors import SpecError
 from trainmaster.core.job import Role
+from trainmaster.core.spec import job_from_mapping
 from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config, Form
 from trainmaster.policies.cycle import Cycle
@@ -56,3 +58,24 @@ def test_the_fastest_size_within_the_budget() -> None:
     assert _decide(budget=8.0)[0] == 4  # $7.20 at 4 workers; 5 cost $8.05
     workers, plan = _decide(budget=3.0)  # even one worker costs $3.60
     assert workers == 1 and plan.reasons["j"].startswith("budget: $3.00 left")
+
+
+def test_deadline_and_budget_in_the_yaml() -> None:
+    def doc(**spec: object) -> dict[str, object]:
+        return {"apiVersion": "trainmaster/v1", "kind": "TrainingJob", "metadata": {"name": "j"},
+                "spec": {"roles": {"worker": {"min": 1}}, **spec}}
+
+    assert job_from_mapping(doc(deadline="6h", budget=12.5)).deadline == 21_600.0
+    at = "2030-01-01T06:00:00+00:00"
+    midnight = 1_893_456_000.0  # 2030-01-01T00:00:00Z: a job submitted then (recovered after a restart)
+    assert job_from_mapping(doc(deadline=at), submitted=midnight).deadline == 21_600.0
+    for bad, field in (({"deadline": "soon"}, "spec.deadline"), ({"deadline": "2001-01-01T00:00:00Z"}, "spec.deadline"),
+                       ({"deadline": "2030-01-01T00:00:00"}, "spec.deadline"), ({"budget": 0}, "spec.budget"),
+                       ({"budget": "lots"}, "spec.budget"), ({"requireGpuTypes": "v100"}, "spec.requireGpuTypes"),
+                       ({"anchorsOnDemand": "no"}, "spec.anchorsOnDemand")):
+        try:
+            job_from_mapping(doc(**bad))
+        except SpecError as exc:
+            assert str(exc).startswith(field), str(exc)
+        else:
+            raise AssertionError(f"{bad} must be refused")

@@ -164,15 +164,19 @@ def parse_deadline(value: object, field: str = "spec.deadline", now: float | Non
         if at.tzinfo is None:
             raise SpecError(field, "the time has no time zone", "add one, e.g. +00:00 or Z")
         seconds = at.timestamp() - (time.time() if now is None else now)
-        if seconds < DEADLINE_SECONDS[0]:
+        if seconds < DEADLINE_SECONDS[0] and now is None:
             raise SpecError(field, f"{value} is already past", "give a time in the future or a duration")
-        check_range(seconds, *DEADLINE_SECONDS, field, "time")
-        return seconds
+        check_range(max(seconds, DEADLINE_SECONDS[0]), *DEADLINE_SECONDS, field, "time")
+        return max(seconds, DEADLINE_SECONDS[0])
     return parse_duration(value, field, DEADLINE_SECONDS)
 
 
-def job_from_mapping(doc: object) -> JobSpec:
-    """Validate a parsed YAML/JSON document and build the JobSpec, or raise SpecError."""
+def job_from_mapping(doc: object, *, submitted: float | None = None) -> JobSpec:
+    """Validate a parsed YAML/JSON document and build the JobSpec, or raise SpecError.
+
+    `submitted`: the wall-clock time the job was submitted (a recovered job), so a
+    deadline written as a time stays the same number of seconds after submission.
+    """
     if not isinstance(doc, Mapping):
         raise SpecError("job", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
     try:
@@ -217,7 +221,7 @@ def job_from_mapping(doc: object) -> JobSpec:
     checkpoint_every = DEFAULT_CHECKPOINT if auto else parse_duration(every, "spec.checkpoint.every")
     if spec.budget is not None and spec.budget <= 0:
         raise SpecError("spec.budget", "must be more than 0 dollars", "give the dollars the job may spend, or drop it")
-    deadline = None if spec.deadline is None else parse_deadline(spec.deadline)
+    deadline = None if spec.deadline is None else parse_deadline(spec.deadline, now=submitted)
     return JobSpec(
         name=meta.name,
         queue=meta.queue,
