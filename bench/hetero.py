@@ -10,7 +10,8 @@ throughput-aware run scores GPU types by the job's speed: its learned per-type
 speed (models, presets that fit models) or the generic prior (median Gavel
 ratio per type, models/speed.py) for presets without models.
 
-    .venv/bin/python -m bench.hetero [--policy fifo,tiresias,trainmaster] [--traces all|NAME,...]
+    .venv/bin/python -m bench.hetero [--policy fifo,tiresias,trainmaster] [--traces NAME,...]
+        [--order k80-first|v100-first] [--learned minimize_makespan] [--out FILE]
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ import statistics
 from pathlib import Path
 
 from trainmaster.cli.simulate import simulate_one
+from trainmaster.controller.learning import Learning
+from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import Cluster, parse_shorthand
-from trainmaster.engines.sim.engine import SimConfig
+from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.models.speed import relative_speeds
 from trainmaster.policies.cycle import Cycle
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.scoring import TIGHTEST, Scoring
 from trainmaster.policies.snapshot import Policy
-from trainmaster.workloads.gavel import load_gavel_trace
+from trainmaster.workloads.gavel import load_gavel_trace, load_throughputs
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CLUSTERS = {"k80-first": "6x4:k80+4x4:p100+2x4:v100", "v100-first": "2x4:v100+4x4:p100+6x4:k80"}
@@ -56,11 +60,31 @@ def run(trace: Path, cluster: Cluster, policy: str, scoring: Scoring | None) -> 
     return s.mean_jct, s.makespan, s.finished
 
 
+def learned_ratios(trace: Path, cluster: Cluster, policy: str = "optimus") -> list[tuple[str, str, float, float]]:
+    """(job type, GPU type, learned speed / K80 speed, Gavel's at scale 1) per job type the run saw on 2+ types."""
+    workload = load_gavel_trace(trace, DATA / "gavel" / "simulation_throughputs.json")
+    truth = load_throughputs(DATA / "gavel" / "simulation_throughputs.json")
+    engine = SimEngine(cluster, workload, SimConfig(report_interval=300.0))
+    controller = Controller(engine, make_policy(policy))
+    learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
+    controller.run()
+    out = []
+    for job_type, rates in sorted(learning.book.type_rates.items()):
+        if len(rates.types) < 2 or "k80" not in rates.types:
+            continue
+        speeds = relative_speeds(rates)
+        for kind in sorted(rates.types - {"k80"}):
+            real = truth[kind].get((job_type, 1), 0.0) / max(truth["k80"].get((job_type, 1), 0.0), 1e-12)
+            out.append((job_type, kind, speeds[kind] / speeds["k80"], real))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="fifo,tiresias,trainmaster")
     parser.add_argument("--traces", default=",".join(TRACES))
     parser.add_argument("--order", default="k80-first", choices=sorted(CLUSTERS))
+    parser.add_argument("--learned", default="", help="also show the per-type speeds optimus learned on this trace")
     parser.add_argument("--out", type=Path, default=None, help="also write the table (markdown) here")
     args = parser.parse_args()
     cluster = parse_shorthand(CLUSTERS[args.order])
@@ -87,6 +111,17 @@ def main() -> None:
         gm = statistics.geometric_mean(r[1] for r in rs)
         lines.append(f"{policy}: aware/blind geometric mean over traces: mean JCT {gj:.3f}, makespan {gm:.3f}")
         print(lines[-1])
+    if args.learned:
+        lines += ["", f"Learned speed per GPU type ({args.learned}, optimus): job type, type, learned x K80, "
+                      "Gavel's x K80 at scale 1", "", "| job type | GPU | learned | Gavel | error |",
+                  "| --- | --- | --- | --- | --- |"]
+        errors = []
+        for job_type, kind, got, real in learned_ratios(folder / f"{args.learned}.trace", cluster):
+            errors.append(abs(got - real) / real)
+            lines.append(f"| {job_type} | {kind} | {got:.2f} | {real:.2f} | {100 * errors[-1]:.0f}% |")
+        if errors:
+            lines += ["", f"median error {100 * statistics.median(errors):.0f}% over {len(errors)} (type, GPU) pairs"]
+        print("\n".join(lines[-len(errors) - 6:]))
     if args.out:
         args.out.write_text("\n".join(lines) + "\n")
 
