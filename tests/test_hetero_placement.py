@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from builders import job, node, pending, running, snapshot, with_ps
 from trainmaster.core.cluster import Cluster, parse_shorthand
 from trainmaster.core.job import Role, TransientUse
@@ -97,3 +100,27 @@ def test_zone_spread_scores_a_zone_already_holding_the_jobs_transient_tasks_lowe
     ws = Workspace(snap, scoring=DEFAULT)
     grown = ws.find(replace(view, allocation=view.allocation), {Role.WORKER: 3}, prefer=())
     assert grown is not None
+
+
+@settings(max_examples=40, deadline=None)
+@given(kinds=st.lists(st.tuples(st.sampled_from(["k80", "p100", "v100"]), st.integers(1, 8), st.booleans(),
+                                st.sampled_from([0.0, 1.0, 3.0]), st.sampled_from(["a", "b"])),
+                      min_size=2, max_size=12),
+       asks=st.lists(st.tuples(st.integers(1, 6), st.sampled_from(list(TransientUse)), st.booleans()),
+                     min_size=1, max_size=15))
+def test_scoring_by_class_places_like_scoring_every_node(
+        kinds: list[tuple[str, int, bool, float, str]], asks: list[tuple[int, TransientUse, bool]]) -> None:
+    """The class-level fast path (one fit-index lookup per node class) picks what a scan of every node picks."""
+    cl = Cluster(tuple(_typed(f"n{i}", kind, gpus, transient=spot, price_per_hour=price, zone=zone)
+                       for i, (kind, gpus, spot, price, zone) in enumerate(kinds)))
+    snap = snapshot(cl)
+    fast, slow = Workspace(snap, scoring=DEFAULT), Workspace(snap, scoring=DEFAULT)
+    slow._by_class = False
+    assert fast._by_class or fast.scoring is TIGHTEST  # a plain cluster draws tightest fit alone
+    for k, (workers, use, thrifty) in enumerate(asks):
+        view = pending(f"j{k}", workers, transient=use, **({"budget": 5.0} if thrifty else {}))
+        a, b = fast.find(view, {Role.WORKER: workers}), slow.find(view, {Role.WORKER: workers})
+        assert a == b
+        if a is not None:
+            fast.assign(view, a)
+            slow.assign(view, a)

@@ -28,7 +28,7 @@ from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.policies.queuebook import QueueBook
-from trainmaster.policies.scoring import TIGHTEST, ClusterTraits, Scoring, bind, tightest_fit
+from trainmaster.policies.scoring import TIGHTEST, ClusterTraits, Scoring, bind, by_class, node_class, tightest_fit
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
@@ -54,7 +54,7 @@ def _copy(mapping: Mapping[str, _V]) -> dict[str, _V]:
 class EligibleNodes:
     """The nodes of a cluster one kind of job may use, in cluster order, with their total capacity."""
 
-    __slots__ = ("allowed", "names", "nodes", "total")
+    __slots__ = ("_classes", "allowed", "names", "nodes", "total")
 
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes = nodes
@@ -63,6 +63,16 @@ class EligibleNodes:
         self.total = Resources()
         for n in nodes:
             self.total = self.total + n.capacity
+        self._classes: list[frozenset[str]] | None = None
+
+    def classes(self) -> list[frozenset[str]]:
+        """The nodes grouped by `scoring.node_class` (first seen first): class-level scorers score them alike."""
+        if self._classes is None:
+            groups: dict[tuple[object, ...], list[str]] = {}
+            for n in self.nodes:
+                groups.setdefault(node_class(n), []).append(n.name)
+            self._classes = [frozenset(names) for names in groups.values()]
+        return self._classes
 
 
 @dataclass
@@ -203,6 +213,8 @@ class Workspace:
         self.snap = snap
         self.memo = memo.fresh(snap.cluster) if memo is not None else ClusterMemo(snap.cluster)
         self.scoring = bind(scoring, snap, self.memo.traits) if scoring is not TIGHTEST else TIGHTEST
+        self._by_class = self.scoring is not TIGHTEST and by_class(self.scoring)  # see `_best_by_class`
+        self._class_fit: dict[str, _FitIndex] | None = None  # node -> its class's fit index (`_best_by_class`)
         if empty:
             self.free: dict[str, Resources] = {n.name: n.capacity for n in snap.cluster.nodes}
             self.allocations: dict[str, Allocation] = {}
@@ -297,6 +309,8 @@ class Workspace:
                 self.total_free = self.total_free + res
             if self._fit is not None:
                 self._fit.update(node)
+            if self._class_fit is not None:
+                self._class_fit[node].update(node)
 
     def _set(self, job: JobView, alloc: Allocation | None) -> None:
         """The one mutation: `job` now holds `alloc` (None: nothing). Trials and the book see it."""
@@ -361,7 +375,10 @@ class Workspace:
         # One node if possible: preferred first, then the best scored.
         single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None)
         if single is None and self.scoring is not TIGHTEST:
-            single = self._best_scored(job, need, pool, held_per_node)
+            if self._by_class and not held_per_node:
+                single = self._best_by_class(job, need, pool)
+            else:
+                single = self._best_scored(job, need, pool, held_per_node)
         elif single is None and not held_per_node and self._scans:
             # From a decision's second search on, a bisect in the fit index (building it costs
             # more than one scan, and most event-driven decisions place a single job).
@@ -403,6 +420,34 @@ class Workspace:
         second = self.find(replace(job, spec=replace(job.spec, anchors_on_demand=False)), rest, prefer)
         trial.discard()
         return None if second is None else Allocation.of((*first.tasks, *second.tasks))
+
+    def _best_by_class(self, job: JobView, need: Resources, pool: EligibleNodes) -> str | None:
+        """`_best_scored` when only tightest fit tells a class's nodes apart: the tightest node of each class
+        (a fit-index lookup) scored, the best of those taken (first in cluster order on ties)."""
+        cluster = self.snap.cluster
+        if self._class_fit is None:
+            classes: dict[tuple[object, ...], list[str]] = {}
+            for n in cluster.nodes:
+                classes.setdefault(node_class(n), []).append(n.name)
+            order = {n.name: i for i, n in enumerate(cluster.nodes)}
+            self._class_fit = {}
+            for members in classes.values():
+                index = _FitIndex(self.free, members)
+                index.keys = {name: (k[0], k[1], order[name], name) for name, k in index.keys.items()}
+                index.order = sorted(index.keys.values())  # ties in cluster order, as everywhere
+                self._class_fit.update(dict.fromkeys(members, index))
+        best: tuple[float, int, str] | None = None
+        for allowed in pool.classes():
+            index = self._class_fit[next(iter(allowed))]
+            name = index.tightest(need, allowed)
+            if name is None:
+                continue
+            score = sum(weight * scorer(cluster.node(name), self.free[name], need, job)
+                        for scorer, weight in self.scoring)
+            position = index.keys[name][2]
+            if best is None or score > best[0] or (score == best[0] and position < best[1]):
+                best = (score, position, name)
+        return None if best is None else best[2]
 
     def _best_scored(self, job: JobView, need: Resources, pool: EligibleNodes,
                      held_per_node: Mapping[str, Resources]) -> str | None:
