@@ -101,8 +101,8 @@ def test_parent_quota_caps_its_children_together() -> None:
 def test_gpu_type_quota_limits_that_type_only() -> None:
     cl = parse_shorthand("1x4:v100+1x4:k80")
     qs = queues_from_mapping([{"name": "a", "gpuTypes": {"v100": 2}, "borrowing": False}])
-    jobs = [J(f"v{i}", 1, duration=100, fields={"queue": "a", "require_gpu_types": ("v100",)}) for i in range(4)]
-    jobs += [J(f"k{i}", 1, duration=100, fields={"queue": "a", "require_gpu_types": ("k80",)}) for i in range(4)]
+    jobs = [J(f"v{i}", 1, duration=100, fields={"queue": "a", "gpu_types": ("v100",)}) for i in range(4)]
+    jobs += [J(f"k{i}", 1, duration=100, fields={"queue": "a", "gpu_types": ("k80",)}) for i in range(4)]
     run = simulate(cl, build("t"), *jobs, qs=qs, until=50)
     running = {r.id for r in run.controller.live.values() if r.state.active}
     assert sum(1 for r in running if r.startswith("v")) == 2
