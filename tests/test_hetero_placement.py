@@ -124,3 +124,11 @@ def test_scoring_by_class_places_like_scoring_every_node(
         if a is not None:
             fast.assign(view, a)
             slow.assign(view, a)
+
+
+def test_a_spread_gang_of_transient_workers_takes_the_zones_in_turn() -> None:
+    cl = Cluster(tuple(node(name, 2, transient=True, zone=name[0]) for name in ("a0", "a1", "b0", "b1")))
+    spec = job("j", 4, transient=TransientUse.PREFERRED)
+    assert _where(cl, pending("j", spec=spec)) == {"j": ("a0", "b0")}  # not a0, a1: one zone's wave takes half
+    one_zone = Cluster(tuple(replace(n, zone="a") for n in cl.nodes))
+    assert _where(one_zone, pending("j", spec=spec)) == {"j": ("a0", "a1")}

@@ -20,6 +20,9 @@ Weights (`DEFAULT`), per unit of each scorer's value:
 | transient | +1 on a transient node for `transient: preferred` (0 for `allowed`) | 2 |
 | zone spread | minus the share of the job's tasks already on transient nodes of that zone | 1 |
 
+A gang no single node holds is spread over the best scored nodes first; among equally scored
+transient nodes it takes the zones in turn (`zone_turns`), then the most free.
+
 A user's explicit order beats everything else (one rank, 40, outweighs the
 other scorers' largest spread, 0.5*8 + 16 + 16 + 2 + 1); speed (a 4x faster
 type is worth 16 GPUs of packing) beats packing; transient preference only
@@ -272,6 +275,18 @@ class ZoneSpread(ContextScorer):
             return -same / len(held)
 
         return score
+
+
+def zone_turns(nodes: list[Node]) -> dict[str, int]:
+    """Each transient node's place among its zone's (in the order given): a gang spread over several
+    nodes takes one per zone in turn, so one zone's revocation wave takes fewer of its workers."""
+    seen: dict[str, int] = {}
+    out: dict[str, int] = {}
+    for node in nodes:
+        if node.transient:
+            out[node.name] = seen.get(node.zone, 0)
+            seen[node.zone] = out[node.name] + 1
+    return out
 
 
 DEFAULT: Scoring = (

@@ -28,7 +28,16 @@ from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.policies.queuebook import QueueBook
-from trainmaster.policies.scoring import TIGHTEST, ClusterTraits, Scoring, bind, by_class, node_class, tightest_fit
+from trainmaster.policies.scoring import (
+    TIGHTEST,
+    ClusterTraits,
+    Scoring,
+    bind,
+    by_class,
+    node_class,
+    tightest_fit,
+    zone_turns,
+)
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
@@ -474,8 +483,12 @@ class Workspace:
             cluster, task = self.snap.cluster, max(spec.roles.values(), key=lambda r: r.resources.gpu).resources
             scored = {name: sum(w * s(cluster.node(name), free[name], task, job) for s, w in self.scoring
                                 if s is not tightest_fit) for name in free}
-        order = sorted(free, key=lambda name: (name not in pref, -scored.get(name, 0.0), -free[name].gpu,
-                                               -free[name].cpu, -free[name].memory))
+        turn: dict[str, int] = {}
+        if scored and len(self.memo.traits.transient_zones) > 1:  # transient nodes: take zones in turn
+            by_free = sorted(free, key=lambda name: (-free[name].gpu, -free[name].cpu, -free[name].memory))
+            turn = zone_turns([self.snap.cluster.node(name) for name in by_free])
+        order = sorted(free, key=lambda name: (name not in pref, -scored.get(name, 0.0), turn.get(name, 0),
+                                               -free[name].gpu, -free[name].cpu, -free[name].memory))
         tasks = [role for role, n in counts.items() for _ in range(n)]
         tasks.sort(key=lambda r: (-spec.roles[r].resources.gpu, -spec.roles[r].resources.cpu))
         remaining = dict(free)
