@@ -165,13 +165,15 @@ class _FitIndex:
 
     __slots__ = ("free", "keys", "order")
 
-    def __init__(self, free: dict[str, Resources], names: Iterable[str]) -> None:
+    def __init__(self, free: dict[str, Resources], names: Iterable[str],
+                 positions: Mapping[str, int] | None = None) -> None:
+        """Index `names` (in cluster order, or at their `positions` in it when they are a part of it)."""
         self.free = free  # the dict indexed; the workspace rebuilds the index if it swaps the dict
         self.keys: dict[str, tuple[int, int, int, str]] = {}
         for i, name in enumerate(names):
             r = free.get(name)
             if r is not None:
-                self.keys[name] = (r.gpu, r.cpu, i, name)
+                self.keys[name] = (r.gpu, r.cpu, i if positions is None else positions[name], name)
         self.order = sorted(self.keys.values())
 
     def update(self, name: str) -> None:
@@ -441,9 +443,7 @@ class Workspace:
             order = {n.name: i for i, n in enumerate(cluster.nodes)}
             self._class_fit = {}
             for members in classes.values():
-                index = _FitIndex(self.free, members)
-                index.keys = {name: (k[0], k[1], order[name], name) for name, k in index.keys.items()}
-                index.order = sorted(index.keys.values())  # ties in cluster order, as everywhere
+                index = _FitIndex(self.free, members, order)  # ties in cluster order, as everywhere
                 self._class_fit.update(dict.fromkeys(members, index))
         best: tuple[float, int, str] | None = None
         for allowed in pool.classes():
