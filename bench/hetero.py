@@ -12,25 +12,31 @@ ratio per type, models/speed.py) for presets without models.
 
     .venv/bin/python -m bench.hetero [--policy fifo,tiresias,trainmaster] [--traces NAME,...]
         [--order k80-first|v100-first] [--learned minimize_makespan] [--out FILE]
+    .venv/bin/python -m bench.hetero --decision     # decision time, plain vs mixed cluster (CPU ms)
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
+import time
 from pathlib import Path
+from types import MappingProxyType
 
 from trainmaster.cli.simulate import simulate_one
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import Cluster, parse_shorthand
+from trainmaster.core.job import simple_job
+from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.speed import relative_speeds
 from trainmaster.policies.cycle import Cycle
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.scoring import TIGHTEST, Scoring
-from trainmaster.policies.snapshot import Policy
+from trainmaster.policies.snapshot import JobView, Policy, Snapshot
 from trainmaster.workloads.gavel import load_gavel_trace, load_throughputs
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -79,14 +85,41 @@ def learned_ratios(trace: Path, cluster: Cluster, policy: str = "optimus") -> li
     return out
 
 
+def decision_ms(shorthand: str, policy: str, jobs: int = 1000, repeat: int = 3) -> float:
+    """Median CPU ms of one steady-state decision placing `jobs` pending jobs (Gavel's size mix) on an idle cluster."""
+    cluster = parse_shorthand(shorthand)
+    rng = random.Random(1)
+    views = {}
+    for i in range(jobs):
+        spec = simple_job(f"j{i}", rng.choice((1, 1, 1, 1, 1, 1, 1, 2, 4, 4, 8)))
+        views[spec.name] = JobView(id=spec.name, spec=spec, state=JobState.PENDING, submit_time=float(i))
+    snap = Snapshot(now=0.0, cluster=cluster, jobs=MappingProxyType(views),
+                    free=MappingProxyType({n.name: n.capacity for n in cluster.nodes}))
+    made = make_policy(policy)
+    made.decide(snap)  # the first decision also admits every job
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        made.decide(snap)
+        times.append(1000 * (time.process_time() - start))
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="fifo,tiresias,trainmaster")
     parser.add_argument("--traces", default=",".join(TRACES))
     parser.add_argument("--order", default="k80-first", choices=sorted(CLUSTERS))
     parser.add_argument("--learned", default="", help="also show the per-type speeds optimus learned on this trace")
+    parser.add_argument("--decision", action="store_true", help="time one decision on a plain vs a mixed cluster")
     parser.add_argument("--out", type=Path, default=None, help="also write the table (markdown) here")
     args = parser.parse_args()
+    if args.decision:
+        plain, mixed = "1000x8", "400x8:k80+300x8:p100+300x8:v100"
+        for policy in args.policy.split(","):
+            a, b = decision_ms(plain, policy), decision_ms(mixed, policy)
+            print(f"{policy}: one decision, 1,000 jobs on {plain} {a:.0f} ms, on {mixed} {b:.0f} ms (x{b / a:.1f})")
+        return
     cluster = parse_shorthand(CLUSTERS[args.order])
     folder = DATA / "gavel" / "traces" / "physical_cluster"
     lines = [f"cluster {CLUSTERS[args.order]} ({cluster.total.gpu} GPUs)", "",
