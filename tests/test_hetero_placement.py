@@ -9,11 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import job, node, pending, running, snapshot, with_ps
+from queue_builders import J, simulate
 from trainmaster.core.cluster import Cluster, parse_shorthand
 from trainmaster.core.job import Role, TransientUse
 from trainmaster.core.node import Node
+from trainmaster.core.queue import queues_from_mapping
 from trainmaster.policies.cycle import Cycle
 from trainmaster.policies.scoring import DEFAULT, TIGHTEST, ClusterTraits, ZoneSpread, bind
+from trainmaster.policies.trainmaster import build
 from trainmaster.policies.workspace import Workspace
 
 
@@ -132,3 +135,17 @@ def test_a_spread_gang_of_transient_workers_takes_the_zones_in_turn() -> None:
     assert _where(cl, pending("j", spec=spec)) == {"j": ("a0", "b0")}  # not a0, a1: one zone's wave takes half
     one_zone = Cluster(tuple(replace(n, zone="a") for n in cl.nodes))
     assert _where(one_zone, pending("j", spec=spec)) == {"j": ("a0", "a1")}
+
+
+def test_a_gpu_type_quota_sends_a_job_that_prefers_that_type_to_another() -> None:
+    """`gpuTypes` is a preference: a queue's quota on the preferred type moves the job, it does not block it."""
+    cl = parse_shorthand("1x4:v100+1x4:k80")
+    qs = queues_from_mapping([{"name": "a", "gpuTypes": {"v100": 2}, "borrowing": False}])
+    jobs = [J(f"v{i}", 1, duration=100, fields={"queue": "a", "gpu_types": ("v100",)}) for i in range(3)]
+    run = simulate(cl, build("t"), *jobs, qs=qs, until=50)
+    where = {r.id: r.allocation.nodes for r in run.controller.live.values() if r.state.active}
+    v100, k80 = (n.name for n in cl.nodes)
+    assert where == {"v0": (v100,), "v1": (v100,), "v2": (k80,)}
+    strict = [J(f"v{i}", 1, duration=100, fields={"queue": "a", "require_gpu_types": ("v100",)}) for i in range(3)]
+    run = simulate(cl, build("t"), *strict, qs=qs, until=50)
+    assert not run.controller.live["v2"].state.active  # required: it waits for its quota
