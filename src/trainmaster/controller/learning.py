@@ -13,13 +13,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainmaster.controller.records import JobRecord
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Report
+from trainmaster.core.job import JobSpec
 from trainmaster.models.book import ModelBook
 
 if TYPE_CHECKING:
     from trainmaster.controller.loop import Controller
 
 _ENDED = frozenset({"succeeded", "failed", "cancelled", "rejected"})
+
+
+def one_gpu_type(cluster: Cluster, alloc: Allocation | None, spec: JobSpec) -> str | None:
+    """The GPU type of every GPU task of `alloc`, or None (no GPUs, mixed types, a node gone)."""
+    if not alloc:
+        return None
+    found: str | None = None
+    for (role, node), _ in alloc.counts.items():
+        if not spec.roles[role].resources.gpu:
+            continue
+        if node not in cluster:
+            return None
+        kind = cluster.node(node).gpu_type
+        if kind is None or (found is not None and kind != found):
+            return None
+        found = kind
+    return found
 
 
 class Learning:
@@ -36,7 +56,8 @@ class Learning:
         spec = record.spec
         key = (spec.job_type or "", book.learner(record.id, spec).form)
         before = book.priors.version.get(key)
-        book.observe(record.id, spec, report, record.allocation)
+        book.observe(record.id, spec, report, record.allocation,
+                     gpu_type=one_gpu_type(self.controller.cluster, report.allocation or record.allocation, spec))
         self.controller.models[record.id] = book.model(record.id, spec)
         waiting = self._waiting.get(spec.job_type, {}) if spec.job_type else {}
         waiting.pop(record.id, None)  # it has points of its own now

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from trainmaster.controller.checkpointing import CheckpointTuner
 from trainmaster.controller.diff import diff
 from trainmaster.controller.learning import attach_learning
 from trainmaster.controller.metrics import JobOutcome, Summary, UsageTimeline, summarize
@@ -97,6 +98,7 @@ class Controller:
         for node in self.cluster.nodes:
             self.cost.node_joined(node, self.clock.now())
         self._dirty = True
+        self.checkpointing = CheckpointTuner(self.cluster, self.clock.now())  # Young/Daly for open intervals
         if policy.uses_models:  # model-driven policies (optimus) learn online from reports
             attach_learning(self)
 
@@ -203,7 +205,7 @@ class Controller:
         snap = self.snapshot()  # 1. snapshot
         self.last_cycle_at = snap.now
         plan = self.policy.decide(snap)  # 2-5. the policy's phases
-        actions = diff(snap, plan, damping=self.damping)  # 6. diff
+        actions = self.checkpointing.tune(diff(snap, plan, damping=self.damping), self.cluster, snap.now)  # 6. diff
         self.last_plan = plan
         now = snap.now
         for jid, reason in plan.rejected.items():
@@ -365,6 +367,7 @@ class Controller:
             case NodeAdded(time=t, node=node):
                 if node.name not in self.cluster:
                     self.cost.node_joined(node, t)
+                    self.checkpointing.joined(node, t)
                     self.cluster = self.cluster.with_nodes((*self.cluster.nodes, node))
                     self.free[node.name] = node.capacity
                     self.free_total = self.free_total + node.capacity
@@ -419,6 +422,7 @@ class Controller:
                 record.note(t, reason)
             return
         self.draining.add(name)
+        self.checkpointing.lost(self.cluster.node(name), t)  # a revocation: it sets the checkpoint rate
         for record in hit:
             self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY, reason, StopCause.REVOKED)])
             self._release(record, t, StopCause.REVOKED, reason)
@@ -430,6 +434,7 @@ class Controller:
             self.cost.node_left(name, t)
         if name not in self.cluster:
             return
+        self.checkpointing.lost(self.cluster.node(name), t)
         for record in list(self.live.values()):
             if record.state.active and name in record.allocation.nodes:
                 self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY,

@@ -71,7 +71,7 @@ class JobSpec:
     architecture: Architecture = Architecture.ALLREDUCE
     target: Target = field(default_factory=Target)
     transient: TransientUse = TransientUse.ALLOWED
-    gpu_types: tuple[str, ...] = ()
+    gpu_types: tuple[str, ...] = ()  # preference order (placement scores earlier types higher); never a filter
     checkpoint_every: float = 300.0
     max_restarts: int = 5
     kind: JobKind = JobKind.TRAINING
@@ -80,6 +80,11 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     after: tuple[str, ...] = ()  # ids of jobs that must succeed before this one starts (Slurm afterok)
+    require_gpu_types: tuple[str, ...] = ()  # hard filter: GPU tasks run only on these types (empty: any)
+    anchors_on_demand: bool = True  # the PS tasks and the chief (worker 0) stay on on-demand nodes
+    budget: float | None = None  # dollars the job may spend in all (None: cost-blind)
+    deadline: float | None = None  # seconds after submission by which it should finish (None: none)
+    checkpoint_auto: bool = False  # `checkpoint.every` left open: the interval follows the revocation rate
 
     def role(self, role: Role) -> RoleSpec | None:
         return self.roles.get(role)

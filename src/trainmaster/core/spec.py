@@ -8,12 +8,14 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, Field, StrictBool, ValidationError
 from pydantic_core import PydanticCustomError
 
 from trainmaster.core.errors import SpecError, shown
@@ -35,6 +37,7 @@ from trainmaster.core.validation import (
     Epochs,
     Loss,
     Plateau,
+    Price,
     Priority,
     Replicas,
     Restarts,
@@ -96,7 +99,11 @@ _Duration = Annotated[Any, Field(json_schema_extra={"anyOf": [{"type": "string"}
 
 
 class _Checkpoint(Strict):
-    every: _Duration = "300s"
+    every: _Duration = None  # None or `auto`: 300 s until revocations are seen, then Young/Daly (core.job)
+
+
+DEFAULT_CHECKPOINT = 300.0
+DEADLINE_SECONDS = (1.0, 365 * 86_400.0)
 
 
 class _Spec(Strict):
@@ -107,6 +114,10 @@ class _Spec(Strict):
     target: _Target = Field(default_factory=_Target)
     transient: Literal["never", "allowed", "preferred"] = "allowed"
     gpu_types: list[_Text] = Field(default_factory=list, alias="gpuTypes", max_length=64)
+    require_gpu_types: list[_Text] = Field(default_factory=list, alias="requireGpuTypes", max_length=64)
+    anchors_on_demand: StrictBool = Field(default=True, alias="anchorsOnDemand")
+    budget: Price | None = None  # dollars
+    deadline: _Duration = None  # a duration after submission, or an ISO 8601 time
     checkpoint: _Checkpoint = Field(default_factory=_Checkpoint)
     max_restarts: Restarts = Field(default=5, alias="maxRestarts")
     kind: Literal["training", "service"] = "training"
@@ -142,8 +153,30 @@ def parse_duration(value: object, field: str, bounds: tuple[float, float] = CHEC
     return seconds
 
 
-def job_from_mapping(doc: object) -> JobSpec:
-    """Validate a parsed YAML/JSON document and build the JobSpec, or raise SpecError."""
+def parse_deadline(value: object, field: str = "spec.deadline", now: float | None = None) -> float:
+    """Seconds after submission: a duration (`6h`), or an ISO 8601 time taken relative to `now` (wall clock)."""
+    if isinstance(value, str) and not _DURATION.match(value):
+        try:
+            at = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise SpecError(field, f"{shown(value)} is neither a duration nor an ISO 8601 time",
+                            "write e.g. 6h, 3600 or 2026-11-24T08:00:00+00:00") from None
+        if at.tzinfo is None:
+            raise SpecError(field, "the time has no time zone", "add one, e.g. +00:00 or Z")
+        seconds = at.timestamp() - (time.time() if now is None else now)
+        if seconds < DEADLINE_SECONDS[0] and now is None:
+            raise SpecError(field, f"{value} is already past", "give a time in the future or a duration")
+        check_range(max(seconds, DEADLINE_SECONDS[0]), *DEADLINE_SECONDS, field, "time")
+        return max(seconds, DEADLINE_SECONDS[0])
+    return parse_duration(value, field, DEADLINE_SECONDS)
+
+
+def job_from_mapping(doc: object, *, submitted: float | None = None) -> JobSpec:
+    """Validate a parsed YAML/JSON document and build the JobSpec, or raise SpecError.
+
+    `submitted`: the wall-clock time the job was submitted (a recovered job), so a
+    deadline written as a time stays the same number of seconds after submission.
+    """
     if not isinstance(doc, Mapping):
         raise SpecError("job", "the job document must be a mapping", "start with `apiVersion: trainmaster/v1`")
     try:
@@ -183,6 +216,12 @@ def job_from_mapping(doc: object) -> JobSpec:
     if kind is JobKind.SERVICE and any(r.elastic for r in roles.values()):
         raise SpecError("spec.kind", "a service has a fixed size", "set min equal to max for every role")
     estimate = None if spec.estimate is None else parse_duration(spec.estimate, "spec.estimate", ESTIMATE_SECONDS)
+    every = spec.checkpoint.every
+    auto = every is None or (isinstance(every, str) and every.strip().lower() == "auto")
+    checkpoint_every = DEFAULT_CHECKPOINT if auto else parse_duration(every, "spec.checkpoint.every")
+    if spec.budget is not None and spec.budget <= 0:
+        raise SpecError("spec.budget", "must be more than 0 dollars", "give the dollars the job may spend, or drop it")
+    deadline = None if spec.deadline is None else parse_deadline(spec.deadline, now=submitted)
     return JobSpec(
         name=meta.name,
         queue=meta.queue,
@@ -193,8 +232,13 @@ def job_from_mapping(doc: object) -> JobSpec:
         architecture=architecture,
         target=Target(**spec.target.model_dump()),
         transient=TransientUse(spec.transient),
-        gpu_types=tuple(spec.gpu_types),
-        checkpoint_every=parse_duration(spec.checkpoint.every, "spec.checkpoint.every"),
+        gpu_types=tuple(dict.fromkeys(spec.gpu_types)),
+        checkpoint_every=checkpoint_every,
+        checkpoint_auto=auto,
+        require_gpu_types=tuple(dict.fromkeys(spec.require_gpu_types)),
+        anchors_on_demand=spec.anchors_on_demand,
+        budget=spec.budget,
+        deadline=deadline,
         max_restarts=spec.max_restarts,
         kind=kind,
         estimate=estimate,

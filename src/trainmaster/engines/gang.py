@@ -437,6 +437,7 @@ class GangEngine:
         job.launched_at = time.monotonic()
         job.folder = ProgressFolder()
         workers = [p.node for p in allocation.tasks if p.role is Role.WORKER]
+        workers.sort(key=self._transient)  # the chief (rank 0) on an on-demand node when there is one (anchors)
         servers = [p.node for p in allocation.tasks if p.role is Role.PS]
         attempt = self.runner.begin(job.job_id, job.attempt, workers, servers)
         job.progress = attempt.progress
@@ -473,6 +474,9 @@ class GangEngine:
                     raise
                 job.tasks.append(task)
         job.phase = Phase.RUNNING
+
+    def _transient(self, node: str) -> bool:
+        return node in self._cluster and self._cluster.node(node).transient
 
     def _poll(self) -> list[Event]:
         self._churn()

@@ -7,12 +7,19 @@ job's own fit (enough distinct configurations; siblings' points added with a
 small weight), its type's pooled fit scaled to the job's own points, or
 optimistic linear scaling from its own points capped at 2x the largest
 allocation seen. It never reads a simulator's ground truth.
+
+Speed per GPU type: reports whose GPUs are all of one type also feed the job's
+and its job type's `TypeRates`; `JobModel.type_speed` holds the relative speed
+of each GPU type once two types were seen (else empty: placement uses the
+generic prior, `speed.GENERIC_TYPE_SPEED`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.events import Report
@@ -27,10 +34,12 @@ from trainmaster.models.speed import (
     Row,
     Scaled,
     SpeedPredictor,
+    TypeRates,
     fit,
     form_of,
     global_batch,
     label,
+    relative_speeds,
     time_like,
 )
 
@@ -57,6 +66,8 @@ class JobModel:
     remaining: float | None  # steps to the target; None when not known yet
     configs: int  # distinct configurations this job has run on
     curve: LossCurve | None = None
+    # relative speed per GPU type (learned from reports on 2+ types; empty: no evidence, use a prior)
+    type_speed: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     def config(self, workers: int, ps: int = 0, nodes: int = 1) -> Config:
         return Config(workers=workers, ps=ps, nodes=nodes, batch=self.batch)
@@ -92,6 +103,7 @@ class JobLearner:
         self.curve: LossCurve | None = None
         self._curve_points = 0
         self.version = 0
+        self.rates = TypeRates()  # steps/s per configuration and GPU type
 
     def observe(self, report: Report, alloc: Allocation | None) -> bool:
         """Record one report; True when the speed rows changed shape (a new configuration)."""
@@ -140,6 +152,7 @@ class ModelBook:
         self.use_priors = use_priors
         self.learners: dict[str, JobLearner] = {}
         self.priors = TypePriors()
+        self.type_rates: dict[str, TypeRates] = {}  # job type -> its jobs' speeds per GPU type
         self._speed: dict[str, tuple[SpeedPredictor | None, str]] = {}
 
     def learner(self, job_id: str, spec: JobSpec) -> JobLearner:
@@ -148,9 +161,18 @@ class ModelBook:
             found = self.learners[job_id] = JobLearner(job_id, spec)
         return found
 
-    def observe(self, job_id: str, spec: JobSpec, report: Report, alloc: Allocation | None = None) -> None:
+    def observe(self, job_id: str, spec: JobSpec, report: Report, alloc: Allocation | None = None,
+                gpu_type: str | None = None) -> None:
+        """Learn from one report; `gpu_type`: the one GPU type its allocation ran on (None: mixed or unknown)."""
         learner = self.learner(job_id, spec)
-        if learner.observe(report, report.allocation or alloc):
+        held = report.allocation or alloc
+        speed = report.steps_per_s
+        if gpu_type is not None and held and speed is not None and speed > 0 and math.isfinite(speed):
+            c = config_of(held, learner.batch)
+            learner.rates.add(c, gpu_type, speed)
+            if spec.job_type:
+                self.type_rates.setdefault(spec.job_type, TypeRates()).add(c, gpu_type, speed)
+        if learner.observe(report, held):
             self._speed.pop(job_id, None)
             if self.use_priors and spec.job_type:
                 self.priors.update(spec.job_type, learner.form, job_id, learner.rows)
@@ -200,4 +222,14 @@ class ModelBook:
         curve = learner.loss_curve()
         left = remaining_steps(spec.target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
-                        step=learner.step, remaining=left, configs=len(learner.rows), curve=curve)
+                        step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
+                        type_speed=self.type_speed(learner))
+
+    def type_speed(self, learner: JobLearner) -> Mapping[str, float]:
+        """Relative speed per GPU type from the job's own reports, else its job type's; empty below two types."""
+        own = learner.rates
+        pooled = self.type_rates.get(learner.spec.job_type) if learner.spec.job_type and self.use_priors else None
+        rates = own if len(own.types) > 1 or pooled is None else pooled
+        if len(rates.types) < 2:
+            return MappingProxyType({})
+        return MappingProxyType(relative_speeds(rates))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -172,3 +172,76 @@ def mape(model: SpeedPredictor, truth: Iterable[tuple[Config, float]]) -> float:
     """Mean absolute percentage error of predicted steps/s against true steps/s."""
     errs = [abs(model.steps_per_s(c) - f) / f for c, f in truth if f > 0]
     return 100.0 * sum(errs) / len(errs) if errs else math.nan
+
+
+# -- speed per GPU type ------------------------------------------------------------
+# Relative speed of one GPU of each type when nothing is learned yet: the median over Gavel's 26 job
+# types at scale 1 of steps/s on that type over steps/s on a K80 (Gavel OSDI'20,
+# simulation_throughputs.json; medians 3.32 and 4.05, spread 1.5-8.7 and 0.66-11.6). A prior only:
+# a job's own reports, and its type's, replace it (`relative_speeds`).
+GENERIC_TYPE_SPEED: dict[str, float] = {"k80": 1.0, "p100": 3.3, "v100": 4.1}
+_SOLVE_ROUNDS = 20
+
+
+class TypeRates:
+    """Mean steps/s per (configuration, GPU type): what reports on each GPU type showed.
+
+    A report counts only when its allocation's GPUs are all of one type (a mixed
+    allocation runs at its slowest type and says little about either).
+    """
+
+    def __init__(self) -> None:
+        self.rows: dict[Config, dict[str, tuple[float, int]]] = {}  # config -> type -> (mean steps/s, reports)
+        self.version = 0
+
+    def add(self, c: Config, gpu_type: str, steps_per_s: float) -> None:
+        per_type = self.rows.setdefault(c, {})
+        mean, n = per_type.get(gpu_type, (0.0, 0))
+        per_type[gpu_type] = (mean + (steps_per_s - mean) / (n + 1), n + 1)
+        self.version += 1
+
+    @property
+    def types(self) -> frozenset[str]:
+        return frozenset(t for per_type in self.rows.values() for t in per_type)
+
+
+def relative_speeds(rates: TypeRates | None, prior: Mapping[str, float] = GENERIC_TYPE_SPEED) -> dict[str, float]:
+    """Speed of each GPU type relative to the others for one job (only ratios mean anything).
+
+    Fits `log speed(c, t) = b_c + a_t` to the observed means by alternating
+    least squares, starting from the prior's `a_t`: a type seen on a
+    configuration also seen on another type is placed relative to it by what
+    was measured; a type never seen keeps its prior ratio to the geometric
+    centre of the seen ones (which of two measured types is "off" the prior
+    cannot be told apart: both move).
+    """
+    a = {t: math.log(v) for t, v in prior.items() if v > 0}
+    cells = [] if rates is None else [(c, t, math.log(v)) for c, per in rates.rows.items()
+                                      for t, (v, _) in per.items() if v > 0]
+    if not cells:
+        return {t: math.exp(x) for t, x in a.items()}
+    fallback = sum(a.values()) / len(a) if a else 0.0
+    for _, t, _ in cells:
+        a.setdefault(t, fallback)
+    configs = {c for c, _, _ in cells}
+    for _ in range(_SOLVE_ROUNDS if len(rates.types if rates else ()) > 1 else 1):
+        b = {c: 0.0 for c in configs}
+        nb = dict.fromkeys(configs, 0)
+        for c, t, y in cells:
+            b[c] += y - a[t]
+            nb[c] += 1
+        for c in configs:
+            b[c] /= nb[c]
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for c, t, y in cells:
+            sums[t] = sums.get(t, 0.0) + y - b[c]
+            counts[t] = counts.get(t, 0) + 1
+        for t, total in sums.items():
+            a[t] = total / counts[t]
+    seen = [t for t in {t for _, t, _ in cells} if t in prior and prior[t] > 0]
+    if seen:  # the seen types keep the prior's geometric centre: an unseen type stays where the prior puts it
+        shift = sum(math.log(prior[t]) - a[t] for t in seen) / len(seen)
+        for t in {t for _, t, _ in cells}:
+            a[t] += shift
+    return {t: math.exp(x) for t, x in a.items()}

@@ -22,8 +22,10 @@ from time import perf_counter
 from types import MappingProxyType
 
 from trainmaster.core.job import Role
+from trainmaster.policies.objectives import apply_objectives
+from trainmaster.policies.scoring import DEFAULT, Scoring
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.workspace import TIGHTEST, ClusterMemo, Scoring, Workspace, minimum, never_fits
+from trainmaster.policies.workspace import ClusterMemo, Workspace, minimum, never_fits
 
 Sizes = dict[str, dict[Role, int]]
 OrderHook = Callable[[Snapshot], list[JobView]]
@@ -114,7 +116,7 @@ class Cycle:
     # jobs. Only for policies that never preempt, resize or grow a running job (fifo); it
     # spares them a pass over every running job per decision, which dominates large replays.
     pending_only: bool = False
-    scoring: Scoring = TIGHTEST  # node scorers and weights for placement (workspace module doc)
+    scoring: Scoring = DEFAULT  # node scorers and weights (policies.scoring; TIGHTEST alone on a plain cluster)
     uses_models: bool = False  # the controller fits models online from reports (Policy protocol)
     memo: ClusterMemo | None = field(default=None, repr=False)  # cross-decision: eligible nodes, never-fits
 
@@ -156,7 +158,7 @@ class Cycle:
         jobs = self.admit(seen, ws)  # 2. admit: reject what never fits, order the rest
         ws.rank = {job.id: i for i, job in enumerate(jobs)}
         t2 = clock()
-        sizes = self.size(seen, jobs, ws)  # 3. size: replicas per role per job
+        sizes = apply_objectives(seen, jobs, self.size(seen, jobs, ws), ws)  # 3. size (then budgets, deadlines)
         ws.want = dict(sizes)
         t3 = clock()
         blocked = self.place(seen, jobs, sizes, ws)  # 4. place: whole gangs, fewest nodes

@@ -7,6 +7,7 @@ one per decision in `Workspace.book`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.job import JobKind, Role
@@ -43,7 +44,24 @@ def try_place(ws: Workspace, job: JobView, counts: Mapping[Role, int]) -> Alloca
     if alloc is None:
         return None
     problem = ws.book.quota_problem(job, held, alloc) if queues else None
+    if problem and len(ws.memo.traits.gpu_types) > 1 and job.spec.min_gpus:
+        alloc, problem = _on_other_types(ws, job, counts, held, alloc, problem)
     if problem:
         return problem
     ws.assign(job, alloc)
     return alloc
+
+
+def _on_other_types(ws: Workspace, job: JobView, counts: Mapping[Role, int], held: Allocation | None,
+                    alloc: Allocation, problem: str) -> tuple[Allocation, str | None]:
+    """A GPU type's quota refused the placement: `gpuTypes` is a preference, so try the job's other types."""
+    cluster = ws.snap.cluster
+    used = {cluster.node(n).gpu_type for n in alloc.nodes if n in cluster}
+    allowed = job.spec.require_gpu_types or tuple(sorted(ws.memo.traits.gpu_types))
+    others = tuple(t for t in allowed if t not in used)
+    if not others:
+        return alloc, problem
+    other = ws.choose(replace(job, spec=replace(job.spec, require_gpu_types=others)), counts)
+    if other is None or ws.book.quota_problem(job, held, other):
+        return alloc, problem
+    return other, None

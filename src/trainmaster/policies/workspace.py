@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar, cast
@@ -28,6 +28,16 @@ from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.policies.queuebook import QueueBook
+from trainmaster.policies.scoring import (
+    TIGHTEST,
+    ClusterTraits,
+    Scoring,
+    bind,
+    by_class,
+    node_class,
+    tightest_fit,
+    zone_turns,
+)
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
@@ -35,11 +45,11 @@ _V = TypeVar("_V")
 
 
 def eligible(node: Node, spec: JobSpec) -> bool:
-    """Whether `spec` may run tasks on `node` (GPU type preference, transient use)."""
+    """Whether `spec` may run tasks on `node` (required GPU types, transient use); `gpuTypes` only scores."""
     if node.transient and spec.transient is TransientUse.NEVER:
         return False
-    if spec.gpu_types and node.gpu_type is not None and spec.min_gpus > 0:
-        return node.gpu_type in spec.gpu_types
+    if spec.require_gpu_types and node.gpu_type is not None and spec.min_gpus > 0:
+        return node.gpu_type in spec.require_gpu_types
     return True
 
 
@@ -53,7 +63,7 @@ def _copy(mapping: Mapping[str, _V]) -> dict[str, _V]:
 class EligibleNodes:
     """The nodes of a cluster one kind of job may use, in cluster order, with their total capacity."""
 
-    __slots__ = ("allowed", "names", "nodes", "total")
+    __slots__ = ("_classes", "allowed", "names", "nodes", "total")
 
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes = nodes
@@ -62,6 +72,16 @@ class EligibleNodes:
         self.total = Resources()
         for n in nodes:
             self.total = self.total + n.capacity
+        self._classes: list[frozenset[str]] | None = None
+
+    def classes(self) -> list[frozenset[str]]:
+        """The nodes grouped by `scoring.node_class` (first seen first): class-level scorers score them alike."""
+        if self._classes is None:
+            groups: dict[tuple[object, ...], list[str]] = {}
+            for n in self.nodes:
+                groups.setdefault(node_class(n), []).append(n.name)
+            self._classes = [frozenset(names) for names in groups.values()]
+        return self._classes
 
 
 @dataclass
@@ -74,10 +94,18 @@ class ClusterMemo:
     cluster: Cluster
     pools: dict[tuple[bool, tuple[str, ...]], EligibleNodes] = field(default_factory=dict)
     never: dict[str, str | None] = field(default_factory=dict)  # job id -> why it can never fit (None: it can)
+    _traits: ClusterTraits | None = field(default=None, repr=False)
+
+    @property
+    def traits(self) -> ClusterTraits:
+        """The cluster's make-up as the scorers see it (computed on first use)."""
+        if self._traits is None:
+            self._traits = ClusterTraits.of(self.cluster)
+        return self._traits
 
     def pool(self, spec: JobSpec) -> EligibleNodes:
         """`eligible` over the whole cluster, per the spec fields it reads (hot path)."""
-        key = (spec.transient is TransientUse.NEVER, spec.gpu_types if spec.min_gpus > 0 else ())
+        key = (spec.transient is TransientUse.NEVER, spec.require_gpu_types if spec.min_gpus > 0 else ())
         found = self.pools.get(key)
         if found is None:
             found = self.pools[key] = EligibleNodes([n for n in self.cluster.nodes if eligible(n, spec)])
@@ -93,7 +121,7 @@ def never_fits(spec: JobSpec, snap: Snapshot, memo: ClusterMemo | None = None) -
     pool = (memo or ClusterMemo(snap.cluster)).pool(spec)
     nodes = pool.nodes
     if not nodes:
-        return "no node is eligible (check gpuTypes and transient)"
+        return "no node is eligible (check requireGpuTypes and transient)"
     for role, role_spec in spec.roles.items():
         if role_spec.min and not any(role_spec.resources.fits_in(n.capacity) for n in nodes):
             return f"one {role.value} needs {role_spec.resources}, more than any eligible node has"
@@ -116,19 +144,16 @@ def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     return out
 
 
-# -- node scoring ------------------------------------------------------------------
-Scorer = Callable[[Node, Resources, Resources, JobView], float]  # (node, its free room, the gang's demand, job)
-Scoring = tuple[tuple[Scorer, float], ...]  # scorers and their weights: a node's score is the weighted sum
+# -- node scoring: the scorers live in policies.scoring ------------------------------------------
+def anchored(spec: JobSpec, memo: ClusterMemo, counts: Mapping[Role, int]) -> bool:
+    """Whether the gang's anchors (PS tasks and the chief) must go on on-demand nodes (`anchorsOnDemand`).
 
-_CPU_RANK = 1e-12  # CPUs left break ties between equal GPUs left (exact for any realistic count)
-
-
-def tightest_fit(node: Node, free: Resources, need: Resources, job: JobView) -> float:
-    """Fewer GPUs, then fewer CPUs, left on the node after placing: higher. Packs jobs, keeps whole nodes free."""
-    return -((free.gpu - need.gpu) + (free.cpu - need.cpu) * _CPU_RANK)
-
-
-TIGHTEST: Scoring = ((tightest_fit, 1.0),)
+    Only for a gang of two or more tasks that may use transient nodes, on a cluster
+    with both kinds: a one-task job has no rest that could go on without its
+    anchor, so for it the rule would only mean `transient: never`.
+    """
+    return (spec.anchors_on_demand and spec.transient is not TransientUse.NEVER and memo.traits.mixed
+            and sum(counts.values()) > 1)
 
 
 class _FitIndex:
@@ -140,13 +165,15 @@ class _FitIndex:
 
     __slots__ = ("free", "keys", "order")
 
-    def __init__(self, free: dict[str, Resources], names: Iterable[str]) -> None:
+    def __init__(self, free: dict[str, Resources], names: Iterable[str],
+                 positions: Mapping[str, int] | None = None) -> None:
+        """Index `names` (in cluster order, or at their `positions` in it when they are a part of it)."""
         self.free = free  # the dict indexed; the workspace rebuilds the index if it swaps the dict
         self.keys: dict[str, tuple[int, int, int, str]] = {}
         for i, name in enumerate(names):
             r = free.get(name)
             if r is not None:
-                self.keys[name] = (r.gpu, r.cpu, i, name)
+                self.keys[name] = (r.gpu, r.cpu, i if positions is None else positions[name], name)
         self.order = sorted(self.keys.values())
 
     def update(self, name: str) -> None:
@@ -196,7 +223,9 @@ class Workspace:
         """Start from the snapshot's free capacity, or from an empty cluster (`empty=True`)."""
         self.snap = snap
         self.memo = memo.fresh(snap.cluster) if memo is not None else ClusterMemo(snap.cluster)
-        self.scoring = scoring
+        self.scoring = bind(scoring, snap, self.memo.traits) if scoring is not TIGHTEST else TIGHTEST
+        self._by_class = self.scoring is not TIGHTEST and by_class(self.scoring)  # see `_best_by_class`
+        self._class_fit: dict[str, _FitIndex] | None = None  # node -> its class's fit index (`_best_by_class`)
         if empty:
             self.free: dict[str, Resources] = {n.name: n.capacity for n in snap.cluster.nodes}
             self.allocations: dict[str, Allocation] = {}
@@ -291,6 +320,8 @@ class Workspace:
                 self.total_free = self.total_free + res
             if self._fit is not None:
                 self._fit.update(node)
+            if self._class_fit is not None:
+                self._class_fit[node].update(node)
 
     def _set(self, job: JobView, alloc: Allocation | None) -> None:
         """The one mutation: `job` now holds `alloc` (None: nothing). Trials and the book see it."""
@@ -346,6 +377,8 @@ class Workspace:
             return None
         if sum(counts.values()) == 0:
             return Allocation()
+        if anchored(spec, self.memo, counts):
+            return self._find_anchored(job, counts, prefer)
         pool = self.memo.pool(spec)
         own = self.free
         zero = Resources()
@@ -353,7 +386,10 @@ class Workspace:
         # One node if possible: preferred first, then the best scored.
         single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None)
         if single is None and self.scoring is not TIGHTEST:
-            single = self._best_scored(job, need, pool, held_per_node)
+            if self._by_class and not held_per_node:
+                single = self._best_by_class(job, need, pool)
+            else:
+                single = self._best_scored(job, need, pool, held_per_node)
         elif single is None and not held_per_node and self._scans:
             # From a decision's second search on, a bisect in the fit index (building it costs
             # more than one scan, and most event-driven decisions place a single job).
@@ -377,7 +413,50 @@ class Workspace:
         if single is not None:
             return Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
         free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
-        return self._spread(spec, counts, free, preferred)
+        return self._spread(spec, counts, free, preferred, job)
+
+    def _find_anchored(self, job: JobView, counts: Mapping[Role, int], prefer: Iterable[str]) -> Allocation | None:
+        """The PS tasks and one worker (the chief) on on-demand nodes, the other workers wherever they score best."""
+        prefer = tuple(prefer)
+        anchors: dict[Role, int] = {role: n for role, n in counts.items() if role is Role.PS}
+        if counts.get(Role.WORKER, 0):
+            anchors[Role.WORKER] = 1
+        rest = {Role.WORKER: counts.get(Role.WORKER, 0) - anchors.get(Role.WORKER, 0)}
+        on_demand = replace(job, spec=replace(job.spec, transient=TransientUse.NEVER))
+        first = self.find(on_demand, anchors, prefer)
+        if first is None or not rest[Role.WORKER]:
+            return first
+        trial = self.trial()
+        self.assign(replace(job, id=job.id + "\0anchors"), first)  # hold the anchors' room while placing the rest
+        second = self.find(replace(job, spec=replace(job.spec, anchors_on_demand=False)), rest, prefer)
+        trial.discard()
+        return None if second is None else Allocation.of((*first.tasks, *second.tasks))
+
+    def _best_by_class(self, job: JobView, need: Resources, pool: EligibleNodes) -> str | None:
+        """`_best_scored` when only tightest fit tells a class's nodes apart: the tightest node of each class
+        (a fit-index lookup) scored, the best of those taken (first in cluster order on ties)."""
+        cluster = self.snap.cluster
+        if self._class_fit is None:
+            classes: dict[tuple[object, ...], list[str]] = {}
+            for n in cluster.nodes:
+                classes.setdefault(node_class(n), []).append(n.name)
+            order = {n.name: i for i, n in enumerate(cluster.nodes)}
+            self._class_fit = {}
+            for members in classes.values():
+                index = _FitIndex(self.free, members, order)  # ties in cluster order, as everywhere
+                self._class_fit.update(dict.fromkeys(members, index))
+        best: tuple[float, int, str] | None = None
+        for allowed in pool.classes():
+            index = self._class_fit[next(iter(allowed))]
+            name = index.tightest(need, allowed)
+            if name is None:
+                continue
+            score = sum(weight * scorer(cluster.node(name), self.free[name], need, job)
+                        for scorer, weight in self.scoring)
+            position = index.keys[name][2]
+            if best is None or score > best[0] or (score == best[0] and position < best[1]):
+                best = (score, position, name)
+        return None if best is None else best[2]
 
     def _best_scored(self, job: JobView, need: Resources, pool: EligibleNodes,
                      held_per_node: Mapping[str, Resources]) -> str | None:
@@ -396,10 +475,20 @@ class Workspace:
         return None if best is None else best[1]
 
     def _spread(self, spec: JobSpec, counts: Mapping[Role, int], free: dict[str, Resources],
-                preferred: list[str]) -> Allocation | None:
+                preferred: list[str], job: JobView | None = None) -> Allocation | None:
         """Greedy fill to find a small node set, then spread each role evenly over it."""
         pref = set(preferred)
-        order = sorted(free, key=lambda name: (name not in pref, -free[name].gpu, -free[name].cpu, -free[name].memory))
+        scored: dict[str, float] = {}
+        if self.scoring is not TIGHTEST and job is not None:  # best scored first (GPU type, price...), then most free
+            cluster, task = self.snap.cluster, max(spec.roles.values(), key=lambda r: r.resources.gpu).resources
+            scored = {name: sum(w * s(cluster.node(name), free[name], task, job) for s, w in self.scoring
+                                if s is not tightest_fit) for name in free}
+        turn: dict[str, int] = {}
+        if scored and len(self.memo.traits.transient_zones) > 1:  # transient nodes: take zones in turn
+            by_free = sorted(free, key=lambda name: (-free[name].gpu, -free[name].cpu, -free[name].memory))
+            turn = zone_turns([self.snap.cluster.node(name) for name in by_free])
+        order = sorted(free, key=lambda name: (name not in pref, -scored.get(name, 0.0), turn.get(name, 0),
+                                               -free[name].gpu, -free[name].cpu, -free[name].memory))
         tasks = [role for role, n in counts.items() for _ in range(n)]
         tasks.sort(key=lambda r: (-spec.roles[r].resources.gpu, -spec.roles[r].resources.cpu))
         remaining = dict(free)

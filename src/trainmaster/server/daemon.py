@@ -133,7 +133,7 @@ class Daemon:
             log.info("recovery: job %s finished while the daemon was down (%s)", row["id"], ended.detail)
             return
         try:
-            spec = job_from_mapping(row["doc"])
+            spec = job_from_mapping(row["doc"], submitted=row["submit_time"])
         except TrainmasterError as exc:  # accepted by an older build, invalid now
             self._batch.jobs[row["id"]] = {"state": JobState.FAILED.value, "finish_time": now,
                                            "message": f"cannot recover: {exc}"}

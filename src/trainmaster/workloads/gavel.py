@@ -12,7 +12,8 @@ job: `{gpu_type: {"('<job_type>', scale)": {"null": steps_per_s, ...}}}` for
 k80, p100, v100, plus `<type>_unconsolidated` for a job spread over several
 servers. A job runs at the throughput of its slowest GPU type among the nodes
 it holds (synchronous training waits for the slowest worker), using the
-unconsolidated figure when its tasks span more than one node. A GPU type the
+unconsolidated figure when its tasks span more than one node (the consolidated
+one where the table has no unconsolidated figure for that scale: most K80 rows). A GPU type the
 table does not know (e.g. the shorthand's generic `gpu`) counts as `v100`,
 Gavel's reference type. Holding a GPU count the table has no entry for scales
 the requested scale's throughput linearly.
@@ -76,11 +77,13 @@ class GavelTruth:
     def throughput(self, gpu_type: str, gpus: int, consolidated: bool = True) -> float:
         """Steps per second on `gpus` GPUs of one type (0 when the type never ran this job)."""
         kind = gpu_type if gpu_type in self.throughputs else DEFAULT_GPU_TYPE
-        table = self.throughputs.get(kind if consolidated else f"{kind}_unconsolidated") or self.throughputs[kind]
-        value = table.get((self.job_type, gpus))
-        if value is None:
-            base = table.get((self.job_type, self.scale), 0.0)
-            value = base * gpus / self.scale
+        home = self.throughputs[kind]
+        spread = None if consolidated else self.throughputs.get(f"{kind}_unconsolidated", {}).get((self.job_type, gpus))
+        value = spread if spread is not None else home.get((self.job_type, gpus))
+        if value is None:  # scale linearly from the requested scale, else from the nearest measured one
+            known = sorted((abs(s - gpus), s) for (j, s) in home if j == self.job_type)
+            ref = self.scale if (self.job_type, self.scale) in home else (known[0][1] if known else self.scale)
+            value = home.get((self.job_type, ref), 0.0) * gpus / ref
         return value
 
     def steps_per_second(self, alloc: Allocation, spec: JobSpec, cluster: Cluster | None = None) -> float:
@@ -113,6 +116,18 @@ def _parse_line(fields: list[str], where: str) -> tuple[str, float, int, float]:
     )
 
 
+def _fits_on(truth: GavelTruth, table: Throughputs) -> tuple[str, ...]:
+    """The GPU types the job fits on, when it does not fit on all (else empty: any).
+
+    Gavel marks a job that does not fit in a GPU type's memory with throughput 0
+    (ResNet-50 at batch 128 on 2+ K80s). Its user knows that and says so with
+    `requireGpuTypes`; without it the job would hang at 0 steps/s in the simulator.
+    """
+    types = tuple(t for t in table if not t.endswith("_unconsolidated"))
+    fits = tuple(t for t in types if truth.throughput(t, truth.scale) > 0)
+    return () if len(fits) == len(types) else fits
+
+
 def load_gavel_trace(trace: Path, throughputs_json: Path, *, oracle: bool = False) -> Workload:
     """Jobs of a Gavel trace; each holds `scale_factor` one-GPU workers (fixed size, gang).
 
@@ -142,7 +157,7 @@ def load_gavel_trace(trace: Path, throughputs_json: Path, *, oracle: bool = Fals
         if oracle:
             speed = truth.throughput(DEFAULT_GPU_TYPE, scale)
             estimate = steps / speed if speed > 0 else None
-        spec = simple_job(jid, scale, job_type=job_type, estimate=estimate)
+        spec = simple_job(jid, scale, job_type=job_type, estimate=estimate, require_gpu_types=_fits_on(truth, table))
         jobs.append(WorkloadJob(jid, arrival, spec, truth))
     if not jobs:
         raise SpecError(str(path), "has no jobs", "pass a non-empty Gavel trace")

@@ -12,7 +12,7 @@ import itertools
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -134,6 +134,8 @@ class SimEngine:
                 job.checkpointed = job.done
                 job.allocation = EMPTY
                 continue
+            if action.spec.checkpoint_every != job.spec.checkpoint_every:  # the controller's Young/Daly interval
+                job.spec = replace(job.spec, checkpoint_every=action.spec.checkpoint_every)
             if action.kind is ActionKind.RESTART:
                 job.done = job.checkpointed
             job.checkpointed = job.done
