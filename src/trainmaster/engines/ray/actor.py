@@ -94,14 +94,16 @@ class TaskActor:
         with self.lock:
             return self.progress.read() if self.progress is not None else []
 
-    def read_log(self, path: str, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]:
-        """Up to `limit` bytes of the file at `path` on this node from `offset`; the new offset.
-        A file that shrank (the log was rotated) is read again from its start."""
-        with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size < offset:
-                offset = 0
+    def file_size(self, path: str) -> int | None:
+        """The size of the file at `path` on this node; None when there is none."""
+        try:
+            return os.stat(path).st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of the file at `path` on this node from `offset` (b"" past its end or if gone)."""
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), open(path, "rb") as f:
             f.seek(offset)
-            data = f.read(limit)
-            return data, offset + len(data)
-        return b"", offset
+            return f.read(length)
+        return b""

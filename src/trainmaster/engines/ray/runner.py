@@ -23,8 +23,8 @@ from __future__ import annotations
 import errno
 import logging
 import signal
-import time
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,9 @@ from trainmaster.engines.base import Recovered
 from trainmaster.engines.gang import Attempt, RunningTask, TaskLaunch, as_this_python
 from trainmaster.engines.local.recovery import _last_attempt, judge_attempts, write_manifest
 from trainmaster.engines.ray.actor import TaskActor, free_port_here
+from trainmaster.engines.ray.logs import LogHost, RayFiles
 from trainmaster.engines.ray.nodes import RayNode
+from trainmaster.engines.task_logs import LocalFiles
 
 log = logging.getLogger("trainmaster.engine")
 ActorHandle = Any  # ray.actor.ActorHandle: untyped in Ray
@@ -129,6 +131,8 @@ class RayRunner:
     _tasks: list[RayTask] = field(default_factory=list)
     _latest: dict[tuple[str, str], RayTask] = field(default_factory=dict)
     _chiefs: dict[tuple[str, int], ChiefProgress] = field(default_factory=dict)
+    _readers: dict[str, ActorHandle] = field(default_factory=dict)  # node id -> a log reader there
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # `_latest` and `_readers`: API threads read logs
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir).resolve()
@@ -193,7 +197,8 @@ class RayRunner:
             raise OSError(errno.EIO, f"{launch.name} on node {launch.node}: {exc}") from None
         task = RayTask(launch, actor, str(node_id), int(pid), str(job_dir / f"{launch.name}.log"), actor.wait.remote())
         self._tasks.append(task)
-        self._latest[launch.job_id, launch.name] = task
+        with self._lock:
+            self._latest[launch.job_id, launch.name] = task
         chief = self._chiefs.get((launch.job_id, launch.attempt))
         if chief is not None and launch.role.value == "worker" and launch.index == 0:
             chief.task = task
@@ -230,30 +235,40 @@ class RayRunner:
         for task in self._tasks:
             task.kill()
         self._tasks.clear()
+        with self._lock:
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            ray.kill(reader)
 
-    # -- logs ------------------------------------------------------------------
-    def logs(self, job_id: str, task: str, follow: bool = False, poll: float = 0.2) -> Iterator[str]:
-        """The lines of a task's log, read on its node through Ray; with `follow`, until the task ends."""
-        current = self._latest.get((job_id, task))
+    # -- logs (`logs.Hosts`) ------------------------------------------------------
+    def log_files(self, job_id: str) -> RayFiles:
+        """The job's task logs, read on the nodes that ran its tasks (see `engines/ray/logs.py`)."""
+        return RayFiles(self, job_id, LocalFiles(self.job_dir(job_id)))
+
+    def log_host(self, job_id: str, task: str) -> LogHost | None:
+        with self._lock:
+            current = self._latest.get((job_id, task))
         if current is None:
-            raise KeyError(f"no task {task} of job {job_id} has run on this engine")
-        reader = current.actor if not current.killed else self._reader(current.node_id)
-        offset, partial = 0, b""
-        try:
-            while True:
-                data, offset = ray.get(reader.read_log.remote(current.log_path, offset), timeout=30.0)
-                *lines, partial = (partial + data).split(b"\n")
-                for line in lines:
-                    yield line.decode(errors="replace")
-                if not data:
-                    if not follow or current.poll() is not None:
-                        break
-                    time.sleep(poll)
-            if partial:
-                yield partial.decode(errors="replace")
-        finally:
-            if reader is not current.actor:
-                ray.kill(reader)
+            return None
+        return LogHost(None if current.killed else current.actor, current.node_id, current.log_path)
+
+    def known_tasks(self, job_id: str) -> list[str]:
+        with self._lock:
+            return sorted(task for job, task in self._latest if job == job_id)
+
+    def reader(self, node_id: str) -> ActorHandle:
+        """A reader actor on the node (no resources), made once and kept until it fails or the engine closes."""
+        with self._lock:
+            if node_id not in self._readers:
+                self._readers[node_id] = self._actor.options(num_cpus=0, max_concurrency=4,
+                                                             scheduling_strategy=self._pin(node_id)).remote()
+            return self._readers[node_id]
+
+    def forget_reader(self, node_id: str) -> None:
+        with self._lock:
+            reader = self._readers.pop(node_id, None)
+        if reader is not None:
+            ray.kill(reader)
 
     # -- internals -------------------------------------------------------------
     def _node(self, name: str) -> RayNode:
@@ -277,5 +292,3 @@ class RayRunner:
             raise OSError(errno.ETIMEDOUT, f"Ray ran nothing on node(s) {', '.join(names)} within "
                           f"{self.place_timeout:g}s") from None
 
-    def _reader(self, node_id: str) -> ActorHandle:
-        return self._actor.options(num_cpus=0, scheduling_strategy=self._pin(node_id)).remote()

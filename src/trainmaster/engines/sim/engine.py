@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
@@ -83,6 +83,13 @@ class SimEngine:
 
     def close(self) -> None:
         """Nothing runs outside this process."""
+
+    def log_tasks(self, job_id: str) -> list[str]:
+        return []  # a simulated job runs no process: it writes no log
+
+    def logs(self, job_id: str, task: str | None = None, *, follow: bool = False, tail: int | None = None,
+             done: Callable[[], bool] | None = None, poll: float = 0.25) -> Iterator[str]:
+        return iter(())
 
     def cluster(self) -> Cluster:
         return self._cluster
