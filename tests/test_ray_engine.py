@@ -322,3 +322,53 @@ def test_daemon_kill_9_and_restart_on_ray_ends_each_job_once(cluster: Cluster, t
         assert settle(lambda: not named_actors(namespace))
     finally:
         server.stop()
+
+
+def test_logs_follow_through_the_api_for_a_task_on_another_ray_node(cluster: Cluster, tmp_path: Path) -> None:
+    """`GET /v1/jobs/{id}/logs?follow=true` on `trainmaster server --engine ray` streams a running task's lines from
+    a node other than the head (where the daemon's driver attaches), read there through Ray."""
+    from server_harness import ServerProcess, cli, job_yaml
+
+    go = tmp_path / "go"
+    # Three workers of 2 CPUs on three 2-CPU nodes: one per node. Each prints a marker, then waits for `go`.
+    command = f'echo "marker from $TM_NODE rank $RANK"; while [ ! -e {go} ]; do sleep 0.1; done; echo "after go"'
+    server = ServerProcess(tmp_path / "data", cluster_yaml=None,
+                           extra_args=("--engine", "ray", "--ray-address", cluster.address))
+    try:
+        server.start(timeout=120)
+        http = httpx.Client(base_url=server.url, timeout=60)
+        jid = http.post("/v1/jobs", content=job_yaml("spread", command, cpu=2, workers=3)).json()["id"]
+
+        def node_of(task: str) -> str | None:
+            r = http.get(f"/v1/jobs/{jid}/logs", params={"task": task})
+            first = r.text.splitlines()[0] if r.status_code == 200 and r.text else ""
+            return first.split()[6].rstrip(",") if first.startswith("=== trainmaster: attempt 1 on node ") else None
+
+        deadline = time.monotonic() + 120
+        where: dict[str, str | None] = {}
+        while not (len(where) == 3 and all(where.values())):
+            assert time.monotonic() < deadline, f"tasks never started: {where} {server.log()[-2000:]}"
+            where = {f"worker-{i}": node_of(f"worker-{i}") for i in range(3)}
+            time.sleep(0.2)
+        assert sorted(n for n in where.values() if n) == ["n0", "n1", "n2"]
+        task = next(t for t, n in where.items() if n == "n2")
+        seen = ""
+        with http.stream("GET", f"/v1/jobs/{jid}/logs", params={"task": task, "follow": "true"}) as stream:
+            chunks = stream.iter_text()
+            for chunk in chunks:  # bounded: the job cannot end before `go` exists
+                seen += chunk
+                if "marker from n2" in seen:
+                    break
+            assert f"marker from n2 rank {task[-1]}" in seen
+            assert http.get(f"/v1/jobs/{jid}").json()["state"] in ("starting", "running")  # read while it runs
+            go.touch()
+            seen += "".join(chunks)  # the stream ends when the job does
+        assert seen.rstrip().endswith("after go")
+        assert http.get(f"/v1/jobs/{jid}").json()["state"] == "succeeded"
+        shown = cli("logs", jid, "--task", task, "--tail", "1", env={"TRAINMASTER_URL": server.url})
+        assert shown.returncode == 0 and shown.stdout.strip() == "after go", shown
+        everything = cli("logs", jid, env={"TRAINMASTER_URL": server.url}).stdout
+        assert all(f"[worker-{i}] marker from " in everything for i in range(3))
+        assert settle(lambda: not named_actors("trainmaster"))
+    finally:
+        server.stop()
