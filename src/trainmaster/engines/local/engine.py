@@ -109,6 +109,9 @@ class SubprocessRunner:
         cwd = self.base_dir / task.workdir if task.workdir else self.base_dir
         return launch(task, cwd=cwd, job_dir=self.job_dir(task.job_id), spare=self._take_spare(task.command))
 
+    def confirm(self, tasks: Sequence[RunningTask]) -> None:
+        """Nothing to wait for: `start` returns once the process runs."""
+
     def tick(self, live: Sequence[RunningTask], starting: bool) -> None:
         if self.prestart and not starting:  # not while a job starts: spares would slow its start
             self._refill_spares()

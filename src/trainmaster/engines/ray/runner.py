@@ -48,14 +48,21 @@ ActorHandle = Any  # ray.actor.ActorHandle: untyped in Ray
 
 @dataclass
 class RayTask:
-    """A task running under its actor (a `RunningTask` of the gang engine)."""
+    """A task running under its actor (a `RunningTask` of the gang engine).
+
+    Started in two steps: `RayRunner.start` creates the actor and asks it to
+    run the process (`run_ref`); `RayRunner.confirm` waits for every task of
+    the start at once and fills in `pid`, `node_id` and `exit_ref`. Until then
+    a signal or reap kills the actor (its guard kills the process, if any).
+    """
 
     launch: TaskLaunch
     actor: ActorHandle
-    node_id: str  # where Ray runs it, as the actor reports
-    pid: int
     log_path: str
-    exit_ref: Any
+    run_ref: Any = None
+    node_id: str = ""  # where Ray runs it, as the actor reports
+    pid: int = 0
+    exit_ref: Any = None
     code: int | None = None
     tail: list[dict[str, object]] = field(default_factory=list)  # progress lines read at its exit
     killed: bool = False
@@ -65,7 +72,7 @@ class RayTask:
         return f"{self.log_path} on node {self.launch.node}"
 
     def poll(self) -> int | None:
-        if self.code is None:
+        if self.code is None and self.exit_ref is not None:
             ready, _ = ray.wait([self.exit_ref], timeout=0)
             if ready:
                 self._settle()
@@ -88,13 +95,16 @@ class RayTask:
             ray.kill(self.actor)
 
     def signal(self, sig: signal.Signals) -> None:
-        if self.poll() is None:
+        if self.exit_ref is None:  # not confirmed running: nothing to ask politely
+            self.kill()
+            self.code = -signal.SIGKILL
+        elif self.poll() is None:
             self.actor.signal.remote(int(sig))
 
     def reap(self) -> None:
-        if self.code is None:
+        if self.code is None and self.exit_ref is not None:
             self._settle(timeout=30.0)
-        if self.code is None:  # the actor does not answer: kill it (its guard kills the process)
+        if self.code is None:  # the actor does not answer (or never ran it): kill it (its guard kills the process)
             self.kill()
             self.code = -signal.SIGKILL
 
@@ -174,6 +184,7 @@ class RayRunner:
         return Attempt(env=env, chief_env={"TM_REPORT_FILE": str(report_file)}, progress=progress)
 
     def start(self, launch: TaskLaunch) -> RunningTask:
+        """Create the task's actor and ask it to run the process; `confirm` waits for it (with the others)."""
         node = self._node(launch.node)
         need = launch.need
         name = f"{launch.job_id}/{launch.name}/{launch.attempt}"
@@ -183,26 +194,38 @@ class RayRunner:
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)).remote()
         cwd = self.base_dir / launch.workdir if launch.workdir else self.base_dir
         job_dir = self.job_dir(launch.job_id)
-        try:
-            pid, node_id = ray.get(actor.run.remote(launch, str(cwd), str(job_dir)), timeout=self.place_timeout)
-        except GetTimeoutError:
-            ray.kill(actor)
-            raise OSError(errno.ETIMEDOUT, f"Ray could not place {launch.name} on node {launch.node} within "
-                          f"{self.place_timeout:g}s (its resources are held outside trainmaster?)") from None
-        except RayError as exc:
-            ray.kill(actor)
-            cause = exc.cause if hasattr(exc, "cause") and isinstance(exc.cause, OSError) else None
-            if cause is not None:
-                raise cause from None
-            raise OSError(errno.EIO, f"{launch.name} on node {launch.node}: {exc}") from None
-        task = RayTask(launch, actor, str(node_id), int(pid), str(job_dir / f"{launch.name}.log"), actor.wait.remote())
+        task = RayTask(launch, actor, str(job_dir / f"{launch.name}.log"),
+                       run_ref=actor.run.remote(launch, str(cwd), str(job_dir)))
         self._tasks.append(task)
-        with self._lock:
-            self._latest[launch.job_id, launch.name] = task
-        chief = self._chiefs.get((launch.job_id, launch.attempt))
-        if chief is not None and launch.role.value == "worker" and launch.index == 0:
-            chief.task = task
         return task
+
+    def confirm(self, tasks: Sequence[RunningTask]) -> None:
+        """Wait for every task of one start at once (Ray places and starts their actors in parallel), within
+        `place_timeout`; a task Ray cannot place or start fails the whole start with the reason."""
+        started = [t for t in tasks if isinstance(t, RayTask) and t.exit_ref is None and t.run_ref is not None]
+        if not started:
+            return
+        _, waiting = ray.wait([t.run_ref for t in started], num_returns=len(started), timeout=self.place_timeout)
+        if waiting:
+            late = [t.launch for t in started if t.run_ref in waiting]
+            names = ", ".join(f"{t.name} on node {t.node}" for t in late)
+            raise OSError(errno.ETIMEDOUT, f"Ray could not place {names} within {self.place_timeout:g}s "
+                          "(its resources are held outside trainmaster?)")
+        for task in started:
+            try:
+                pid, node_id = ray.get(task.run_ref)
+            except RayError as exc:
+                cause = exc.cause if hasattr(exc, "cause") and isinstance(exc.cause, OSError) else None
+                if cause is not None:
+                    raise cause from None
+                raise OSError(errno.EIO, f"{task.launch.name} on node {task.launch.node}: {exc}") from None
+            task.pid, task.node_id, task.exit_ref = int(pid), str(node_id), task.actor.wait.remote()
+            launch = task.launch
+            with self._lock:
+                self._latest[launch.job_id, launch.name] = task
+            chief = self._chiefs.get((launch.job_id, launch.attempt))
+            if chief is not None and launch.role.value == "worker" and launch.index == 0:
+                chief.task = task
 
     def tick(self, live: Sequence[RunningTask], starting: bool) -> None:
         """Forget ended tasks (each task's actor is killed the moment its exit is seen)."""
