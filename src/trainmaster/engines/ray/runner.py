@@ -44,6 +44,7 @@ from trainmaster.engines.task_logs import LocalFiles
 
 log = logging.getLogger("trainmaster.engine")
 ActorHandle = Any  # ray.actor.ActorHandle: untyped in Ray
+PORT_TIMEOUT = 30.0  # seconds: see `RayRunner._port_timeout`
 
 
 @dataclass
@@ -303,15 +304,21 @@ class RayRunner:
     def _pin(self, node_id: str) -> NodeAffinitySchedulingStrategy:
         return NodeAffinitySchedulingStrategy(node_id, soft=False)
 
+    @property
+    def _port_timeout(self) -> float:
+        """A port lookup holds no resources, so Ray never refuses it: only a slow or dead node delays it (a busy
+        machine takes seconds to start a Ray worker), so it gets at least PORT_TIMEOUT whatever `place_timeout`."""
+        return max(self.place_timeout, PORT_TIMEOUT)
+
     def _ports(self, names: Sequence[str]) -> list[tuple[str, int]]:
         """A free port on each named node (asked there, in parallel)."""
         refs = [self._free_port.options(scheduling_strategy=self._pin(self._node(n).node_id)).remote()
                 for n in names]
         try:
-            return [(str(ip), int(port)) for ip, port in ray.get(refs, timeout=self.place_timeout)]
+            return [(str(ip), int(port)) for ip, port in ray.get(refs, timeout=self._port_timeout)]
         except GetTimeoutError:
             for ref in refs:
                 ray.cancel(ref, force=True)
             raise OSError(errno.ETIMEDOUT, f"Ray ran nothing on node(s) {', '.join(names)} within "
-                          f"{self.place_timeout:g}s") from None
+                          f"{self._port_timeout:g}s") from None
 
