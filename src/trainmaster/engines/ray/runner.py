@@ -44,7 +44,6 @@ from trainmaster.engines.task_logs import LocalFiles
 
 log = logging.getLogger("trainmaster.engine")
 ActorHandle = Any  # ray.actor.ActorHandle: untyped in Ray
-PORT_TIMEOUT = 30.0  # seconds: see `RayRunner._port_timeout`
 
 
 @dataclass
@@ -142,6 +141,7 @@ class RayRunner:
     _tasks: list[RayTask] = field(default_factory=list)
     _latest: dict[tuple[str, str], RayTask] = field(default_factory=dict)
     _chiefs: dict[tuple[str, int], ChiefProgress] = field(default_factory=dict)
+    _rendezvous: dict[tuple[str, int], list[Any]] = field(default_factory=dict)  # (job, attempt) -> port refs
     _readers: dict[str, ActorHandle] = field(default_factory=dict)  # node id -> a log reader there
     _lock: threading.Lock = field(default_factory=threading.Lock)  # `_latest` and `_readers`: API threads read logs
 
@@ -175,12 +175,13 @@ class RayRunner:
         report_file.touch()  # marks the attempt as used even if the task never reports
         write_manifest(job_dir, attempt, [f"ps-{i}" for i in range(len(servers))]
                        + [f"worker-{i}" for i in range(len(workers))])
-        found = self._ports([workers[0], *servers])
-        master, ps = found[0], found[1:]
-        env = {"MASTER_ADDR": master[0], "MASTER_PORT": str(master[1]),
-               "TM_CHECKPOINT_DIR": str(job_dir / "checkpoint")}
-        if servers:
-            env["TM_PS_ADDRS"] = ",".join(f"{ip}:{port}" for ip, port in ps)
+        # A free port on the rank-0 node and on each server's: asked there now, not waited for. Ray hands the
+        # answers to each task's `run` (the actor fills in MASTER_ADDR/PORT and TM_PS_ADDRS), so the lookups
+        # overlap the actors' starts.
+        self._rendezvous[job_id, attempt] = [
+            self._free_port.options(scheduling_strategy=self._pin(self._node(n).node_id)).remote()
+            for n in [workers[0], *servers]]
+        env = {"TM_CHECKPOINT_DIR": str(job_dir / "checkpoint")}
         progress = self._chiefs[job_id, attempt] = ChiefProgress()
         return Attempt(env=env, chief_env={"TM_REPORT_FILE": str(report_file)}, progress=progress)
 
@@ -195,8 +196,9 @@ class RayRunner:
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)).remote()
         cwd = self.base_dir / launch.workdir if launch.workdir else self.base_dir
         job_dir = self.job_dir(launch.job_id)
+        rendezvous = self._rendezvous.get((launch.job_id, launch.attempt), [])
         task = RayTask(launch, actor, str(job_dir / f"{launch.name}.log"),
-                       run_ref=actor.run.remote(launch, str(cwd), str(job_dir)))
+                       run_ref=actor.run.remote(launch, str(cwd), str(job_dir), *rendezvous))
         self._tasks.append(task)
         return task
 
@@ -204,6 +206,8 @@ class RayRunner:
         """Wait for every task of one start at once (Ray places and starts their actors in parallel), within
         `place_timeout`; a task Ray cannot place or start fails the whole start with the reason."""
         started = [t for t in tasks if isinstance(t, RayTask) and t.exit_ref is None and t.run_ref is not None]
+        for t in started:
+            self._rendezvous.pop((t.launch.job_id, t.launch.attempt), None)  # the actors hold the answers now
         if not started:
             return
         _, waiting = ray.wait([t.run_ref for t in started], num_returns=len(started), timeout=self.place_timeout)
@@ -303,22 +307,4 @@ class RayRunner:
 
     def _pin(self, node_id: str) -> NodeAffinitySchedulingStrategy:
         return NodeAffinitySchedulingStrategy(node_id, soft=False)
-
-    @property
-    def _port_timeout(self) -> float:
-        """A port lookup holds no resources, so Ray never refuses it: only a slow or dead node delays it (a busy
-        machine takes seconds to start a Ray worker), so it gets at least PORT_TIMEOUT whatever `place_timeout`."""
-        return max(self.place_timeout, PORT_TIMEOUT)
-
-    def _ports(self, names: Sequence[str]) -> list[tuple[str, int]]:
-        """A free port on each named node (asked there, in parallel)."""
-        refs = [self._free_port.options(scheduling_strategy=self._pin(self._node(n).node_id)).remote()
-                for n in names]
-        try:
-            return [(str(ip), int(port)) for ip, port in ray.get(refs, timeout=self._port_timeout)]
-        except GetTimeoutError:
-            for ref in refs:
-                ray.cancel(ref, force=True)
-            raise OSError(errno.ETIMEDOUT, f"Ray ran nothing on node(s) {', '.join(names)} within "
-                          f"{self._port_timeout:g}s") from None
 
