@@ -3,7 +3,10 @@
 Each task is a detached actor named `<job>/<role>-<index>/<attempt>` in the
 runner's namespace, created with the task's resources and a hard node
 affinity, so Ray itself refuses to double-book a node and a restarted daemon
-finds what its predecessor left (`recover`). A placement Ray cannot realise
+finds what its predecessor left (`recover`). The tasks of one start come up
+together: `start` creates each actor and asks it to run (the rendezvous port
+lookups are handed to `run` by Ray, not awaited), `confirm` waits for all of
+them at once. A placement Ray cannot realise
 within `place_timeout` seconds fails the start (`TaskFailed`, retried by the
 controller up to the job's maxRestarts), never waits forever. The actor runs
 the process (`actor.TaskActor`); the runner watches one `wait` call per task,
@@ -14,8 +17,9 @@ exit code), so Ray frees its resources for the next start at once.
 Paths (under `run_dir`, which every node must see at the same path, e.g. an
 NFS or ReadWriteMany volume: checkpoints live there): as on the local engine,
 `<job>/checkpoint/`, `<job>/<role>-<index>.log`, `<job>/reports/attempt-<n>.jsonl`,
-`<job>/exits/attempt-<n>/`. The daemon reads logs and progress through the
-actors only.
+`<job>/exits/attempt-<n>/`. The daemon reads progress through the actors and
+logs on each task's node through Ray (`logs.py`; the shared path only for a
+task a previous daemon ran, or whose node is gone).
 """
 
 from __future__ import annotations
