@@ -88,11 +88,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, local_ray_cluster(3) as cluster:
         # `JobRunning` only on the first progress report: never the engines' "running although silent" fallback
         # (30 s), which a loaded machine reaches before `import torch` is done.
-        quiet = SILENT_NEVER
         local = LocalEngine(local_cluster(2, cpus_per_node=1), run_dir=Path(tmp) / "local", base_dir=ROOT, grace=15,
-                            silent_running_after=quiet)
+                            silent_running_after=SILENT_NEVER)
         ray_engine = RayEngine(run_dir=Path(tmp) / "ray", address=cluster.address, base_dir=ROOT, grace=15,
-                               namespace="bench", silent_running_after=quiet)
+                               namespace="bench", silent_running_after=SILENT_NEVER)
         try:
             print("round  engine  first step s  steps/s  resize 1->2 s")
             for r in range(args.rounds):
