@@ -4,7 +4,8 @@ Starts a real `trainmaster server` on a data directory whose store already
 holds N finished jobs (each with its accepted/start/succeeded events), opens
 `/` in Debian's chromium through Playwright (no download: the system browser)
 and reads the page's own `tm-jobs-rendered` performance mark: milliseconds
-from navigation start until the job table is in the DOM with every row. The
+from navigation start until the job table is in the DOM with every row of its
+first page (the rows the page itself carries: server/dashboard.py FIRST_ROWS). The
 same with an empty store gives the baseline; the ratio is what to compare
 across machines.
 
@@ -22,10 +23,11 @@ from typing import Any
 
 from bench.submit_load import start_server
 from trainmaster.core.states import JobState
+from trainmaster.server.dashboard import FIRST_ROWS
 from trainmaster.server.store import Batch, Store
 
 GOAL_MS = 300.0
-PAGE_ROWS = 200  # the page shows the newest 200 jobs, then more on request (dashboard.js PAGE)
+PAGE_ROWS = FIRST_ROWS  # the page comes with the newest jobs' rows; more on request (dashboard.js PAGE)
 
 
 def fill(data: Path, jobs: int) -> None:

@@ -42,7 +42,7 @@ class Env:
         engine = LocalEngine(cluster_from_mapping(load_yaml_text(CLUSTER_YAML)), run_dir=tmp / "runs", grace=5)
         self.daemon = Daemon(self.store, engine, make_policy("fifo"), poll=0.05)
         self.daemon.start()
-        self.http = TestClient(create_app(self.daemon, token=TOKEN, run_dir=engine.run_dir), headers=AUTH)
+        self.http = TestClient(create_app(self.daemon, token=TOKEN), headers=AUTH)
 
     def wait(self, what: str, check: Callable[[dict[str, dict[str, Any]]], bool], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout  # a hang guard: the states are brought about by the test

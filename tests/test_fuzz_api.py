@@ -44,7 +44,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     store = Store(tmp / "tm.db")
     engine = LocalEngine(cluster_from_mapping(load_yaml_text(CLUSTER_YAML)), run_dir=tmp / "runs")
     daemon = Daemon(store, engine, make_policy("fifo"))
-    application = create_app(daemon, run_dir=engine.run_dir, max_body=1 << 16)
+    application = create_app(daemon, max_body=1 << 16)
     with TestClient(application, raise_server_exceptions=False) as client:
         accepted = client.post("/v1/jobs", json=VALID_JOB)  # one real job, so ids, logs and why have something
         assert accepted.status_code == 201, accepted.text

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from trainmaster.server import task_logs as logs
-from trainmaster.server.task_logs import stream_logs, tail_start
+from trainmaster.engines import task_logs as logs
+from trainmaster.engines.task_logs import LocalFiles, stream_logs, tail_start
 
 
 def read(job_dir: Path, task: str | None = "worker-0", tail: int | None = None) -> list[str]:
-    return "".join(stream_logs(job_dir, task, tail=tail, follow=False, done=lambda: True, poll=0.0)).splitlines()
+    return "".join(stream_logs(LocalFiles(job_dir), task, tail=tail, follow=False, done=lambda: True,
+                               poll=0.0)).splitlines()
 
 
 @pytest.fixture
@@ -42,8 +43,8 @@ def test_tail_reads_backwards_in_blocks(tmp_path: Path, monkeypatch: pytest.Monk
     path = tmp_path / "worker-0.log"
     path.write_text("".join(f"line {i}\n" for i in range(50)))
     assert read(tmp_path, tail=3) == ["line 47", "line 48", "line 49"]
-    start = tail_start([path], 2)
-    assert start == [(path, path.stat().st_size - len("line 48\nline 49\n"))]
+    start = tail_start(LocalFiles(tmp_path), [(path.name, path.stat().st_size)], 2)
+    assert start == [(path.name, path.stat().st_size - len("line 48\nline 49\n"))]
     path.write_text("no newline at all")
     assert read(tmp_path, tail=5) == ["no newline at all"]
 
@@ -59,7 +60,7 @@ def test_following_across_a_rotation_loses_nothing_unread(tmp_path: Path) -> Non
     log, old = tmp_path / "worker-0.log", tmp_path / "worker-0.log.1"
     log.write_text("a\nb\n")
     state = {"done": False}
-    lines = stream_logs(tmp_path, "worker-0", tail=None, follow=True, done=lambda: state["done"], poll=0.0)
+    lines = stream_logs(LocalFiles(tmp_path), "worker-0", tail=None, follow=True, done=lambda: state["done"], poll=0.0)
     assert next(lines) == "a\nb\n"
     with log.open("a") as f:
         f.write("c\n")

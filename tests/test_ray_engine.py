@@ -33,7 +33,6 @@ from trainmaster.core.states import JobState  # noqa: E402
 from trainmaster.engines.base import Outcome  # noqa: E402
 from trainmaster.engines.ray.engine import RayEngine  # noqa: E402
 from trainmaster.engines.ray.localcluster import local_ray_cluster, node_args  # noqa: E402
-from trainmaster.engines.ray.runner import RayTask  # noqa: E402
 from trainmaster.policies.cycle import Cycle, Sizes, place_in_order  # noqa: E402
 from trainmaster.policies.snapshot import JobView, Snapshot  # noqa: E402
 from trainmaster.policies.workspace import Workspace  # noqa: E402
@@ -134,8 +133,6 @@ def test_the_three_examples_train_on_different_ray_nodes(engine: Callable[..., R
     finished: dict[str, JobFinished] = {}
 
     def on(event: Event) -> bool:
-        if isinstance(event, JobRunning):
-            nodes[event.job_id] = {t.node_id for t in eng.tasks(event.job_id) if isinstance(t, RayTask)}
         if isinstance(event, Report) and event.loss is not None:
             losses[event.job_id].append(event.loss)
         assert not isinstance(event, TaskFailed), event
@@ -146,6 +143,9 @@ def test_the_three_examples_train_on_different_ray_nodes(engine: Callable[..., R
     pump(eng, on, timeout=240)
     assert all(f.succeeded for f in finished.values()), finished
     ids = {eng.node_id(n) for n in ("n0", "n1", "n2")}
+    for name in losses:  # where Ray says each task's actor ran (read from the runner: a fast job may have ended
+        # in the same poll that saw it running, its tasks already released)
+        nodes[name] = {host.node_id for t in eng.ray.known_tasks(name) if (host := eng.ray.log_host(name, t))}
     assert nodes["digits"] == {eng.node_id("n0"), eng.node_id("n1")}  # where Ray says the actors ran
     assert nodes["cnn"] == ids and nodes["ps"] == ids
     for name, seen in losses.items():
@@ -156,7 +156,7 @@ def test_the_three_examples_train_on_different_ray_nodes(engine: Callable[..., R
         written = [float(x["loss"]) for x in lines if x.get("loss") is not None]
         assert len(written) >= 2 and written[-1] < 0.5 * written[0], (name, written[:1], written[-1:])
     assert load(eng.job_dir("digits") / "checkpoint")["step"] == 300  # type: ignore[index]
-    log = list(eng.logs("ps", "worker-1"))  # its actor is gone: read on its node by a reader actor
+    log = "".join(eng.logs("ps", "worker-1")).splitlines()  # its actor is gone: read on its node by a reader actor
     # The launch line is the engine's own; what the worker itself prints after it varies (warnings, none).
     assert log and log[0].startswith("=== trainmaster: attempt 1 on node ")
     assert log[0].split()[6].rstrip(",") in ("n0", "n2")  # a worker's node, not the server's (n1)
@@ -186,7 +186,7 @@ def test_cnn_resized_1_3_2_across_nodes_resumes_at_the_checkpoint(engine: Callab
     events = pump(eng, on)
     assert isinstance(events[-1], JobFinished) and events[-1].succeeded
     assert len(runs) == 3
-    log = "\n".join(eng.logs("elastic", "worker-0"))
+    log = "".join(eng.logs("elastic", "worker-0"))
     stopped = [int(line.split()[4]) for line in log.splitlines() if line.startswith("trainmaster: stopped at step")]
     stopped = [step for step in stopped if step < 300]  # at 300 the engine may stop it for its target first
     assert len(stopped) == 2
@@ -320,5 +320,55 @@ def test_daemon_kill_9_and_restart_on_ray_ends_each_job_once(cluster: Cluster, t
             pids = list(dict.fromkeys(pid for pid, _ in ran))
             assert len(pids) == 2 and next(s for p, s in ran if p == pids[1]) == BARRIER  # resumed at the checkpoint
         assert settle(lambda: not named_actors(namespace))
+    finally:
+        server.stop()
+
+
+def test_logs_follow_through_the_api_for_a_task_on_another_ray_node(cluster: Cluster, tmp_path: Path) -> None:
+    """`GET /v1/jobs/{id}/logs?follow=true` on `trainmaster server --engine ray` streams a running task's lines from
+    a node other than the head (where the daemon's driver attaches), read there through Ray."""
+    from server_harness import ServerProcess, cli, job_yaml
+
+    go = tmp_path / "go"
+    # Three workers of 2 CPUs on three 2-CPU nodes: one per node. Each prints a marker, then waits for `go`.
+    command = f'echo "marker from $TM_NODE rank $RANK"; while [ ! -e {go} ]; do sleep 0.1; done; echo "after go"'
+    server = ServerProcess(tmp_path / "data", cluster_yaml=None,
+                           extra_args=("--engine", "ray", "--ray-address", cluster.address))
+    try:
+        server.start(timeout=120)
+        http = httpx.Client(base_url=server.url, timeout=60)
+        jid = http.post("/v1/jobs", content=job_yaml("spread", command, cpu=2, workers=3)).json()["id"]
+
+        def node_of(task: str) -> str | None:
+            r = http.get(f"/v1/jobs/{jid}/logs", params={"task": task})
+            first = r.text.splitlines()[0] if r.status_code == 200 and r.text else ""
+            return first.split()[6].rstrip(",") if first.startswith("=== trainmaster: attempt 1 on node ") else None
+
+        deadline = time.monotonic() + 120
+        where: dict[str, str | None] = {}
+        while not (len(where) == 3 and all(where.values())):
+            assert time.monotonic() < deadline, f"tasks never started: {where} {server.log()[-2000:]}"
+            where = {f"worker-{i}": node_of(f"worker-{i}") for i in range(3)}
+            time.sleep(0.2)
+        assert sorted(n for n in where.values() if n) == ["n0", "n1", "n2"]
+        task = next(t for t, n in where.items() if n == "n2")
+        seen = ""
+        with http.stream("GET", f"/v1/jobs/{jid}/logs", params={"task": task, "follow": "true"}) as stream:
+            chunks = stream.iter_text()
+            for chunk in chunks:  # bounded: the job cannot end before `go` exists
+                seen += chunk
+                if "marker from n2" in seen:
+                    break
+            assert f"marker from n2 rank {task[-1]}" in seen
+            assert http.get(f"/v1/jobs/{jid}").json()["state"] in ("starting", "running")  # read while it runs
+            go.touch()
+            seen += "".join(chunks)  # the stream ends when the job does
+        assert seen.rstrip().endswith("after go")
+        assert http.get(f"/v1/jobs/{jid}").json()["state"] == "succeeded"
+        shown = cli("logs", jid, "--task", task, "--tail", "1", env={"TRAINMASTER_URL": server.url})
+        assert shown.returncode == 0 and shown.stdout.strip() == "after go", shown
+        everything = cli("logs", jid, env={"TRAINMASTER_URL": server.url}).stdout
+        assert all(f"[worker-{i}] marker from " in everything for i in range(3))
+        assert settle(lambda: not named_actors("trainmaster"))
     finally:
         server.stop()

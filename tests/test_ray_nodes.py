@@ -44,3 +44,11 @@ def test_loopback_addresses() -> None:
     assert host_of("127.0.0.1:6379") == "127.0.0.1" and host_of("ray://head:10001") == "head"
     assert is_loopback("127.0.0.1:6379") and is_loopback("localhost:1") and is_loopback("[::1]:6379")
     assert not is_loopback("10.0.0.2:6379") and not is_loopback(None)
+
+
+def test_rendezvous_env_from_the_port_answers() -> None:
+    from trainmaster.engines.ray.actor import rendezvous_env
+
+    assert rendezvous_env(()) == {}
+    assert rendezvous_env((("10.0.0.1", 29500),)) == {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    assert rendezvous_env((("10.0.0.1", 1), ("10.0.0.2", 2), ("10.0.0.3", 3)))["TM_PS_ADDRS"] == "10.0.0.2:2,10.0.0.3:3"

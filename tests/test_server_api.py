@@ -42,7 +42,7 @@ class Live:
 
     def serve(self, token: str | None = None, max_body: int = 4096) -> str:
         port = free_port()
-        app = create_app(self.daemon, token=token, run_dir=self.engine.run_dir, max_body=max_body, log_poll=0.05)
+        app = create_app(self.daemon, token=token, max_body=max_body, log_poll=0.05)
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
         threading.Thread(target=server.run, daemon=True).start()
         while not server.started:

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from trainmaster.controller.checkpointing import CheckpointTuner
 from trainmaster.controller.diff import diff
 from trainmaster.controller.learning import attach_learning
-from trainmaster.controller.metrics import JobOutcome, Summary, UsageTimeline, summarize
+from trainmaster.controller.metrics import JobOutcome, Summary, UsageListener, UsageTimeline, summarize
 from trainmaster.controller.records import JobRecord, ServiceClock
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -80,6 +80,7 @@ class Controller:
         self.backoff = backoff  # (first delay, cap) in seconds; doubles per restart
         self._service_clock = ServiceClock()
         self.usage = UsageTimeline(capacity=self.cluster.total.gpu)
+        self.usage_listeners: list[UsageListener] = [self.usage]  # told of every allocation and capacity change
         self.used_gpus = 0
         self.models: dict[str, JobModel] = {}
         self.queues: dict[str, QueueSpec] = dict(queues or {})  # empty: one implicit queue
@@ -277,7 +278,8 @@ class Controller:
                 del self._pending[record.id]
         elif self._held.pop(record.id, None) is not None and record.id in self.live:
             self._pending[record.id] = None
-        self.usage.record(now, self.used_gpus)
+        for listener in self.usage_listeners:
+            listener.allocated(now, record, self.used_gpus)
 
     def _commit(self, action: Action, now: float) -> None:
         record = self.jobs[action.job_id]
@@ -371,7 +373,7 @@ class Controller:
                     self.cluster = self.cluster.with_nodes((*self.cluster.nodes, node))
                     self.free[node.name] = node.capacity
                     self.free_total = self.free_total + node.capacity
-                    self.usage.capacity = self.cluster.total.gpu
+                    self._capacity_changed(t)
                     self._dirty = True
 
     def _task_failed(self, jid: str, t: float, msg: str) -> None:
@@ -426,7 +428,7 @@ class Controller:
         for record in hit:
             self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY, reason, StopCause.REVOKED)])
             self._release(record, t, StopCause.REVOKED, reason)
-        self._remove(name)
+        self._remove(name, t)
 
     def _node_lost(self, name: str, t: float) -> None:
         if name in self.draining:  # drained at its notice: now it has gone, and stops costing
@@ -440,15 +442,19 @@ class Controller:
                 self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY,
                                           f"node {name} lost", StopCause.NODE_LOST)])
                 self._release(record, t, StopCause.NODE_LOST, f"node {name} lost")
-        self._remove(name)
+        self._remove(name, t)
         self.cost.node_left(name, t)
 
-    def _remove(self, name: str) -> None:
-        """Take a node out of what the policy may place on."""
+    def _remove(self, name: str, t: float) -> None:
+        """Take a node out of what the policy may place on (at `t`)."""
         self.cluster = self.cluster.with_nodes(n for n in self.cluster.nodes if n.name != name)
         self.free_total = self.free_total - self.free.pop(name, Resources())
-        self.usage.capacity = self.cluster.total.gpu
+        self._capacity_changed(t)
         self._dirty = True
+
+    def _capacity_changed(self, t: float) -> None:
+        for listener in self.usage_listeners:
+            listener.capacity_changed(t, self.cluster.total.gpu)
 
     def _emit(self, what: str, record: JobRecord) -> None:
         # Reports, and a job's tasks coming up (starting -> running: it held the same resources

@@ -1,13 +1,33 @@
-"""What a run measured: per-job times and the cluster's GPU use over time."""
+"""What a run measured: per-job times and the cluster's GPU use over time.
+
+GPU use is fed to `UsageListener`s: the controller tells every listener each
+time an allocation changes (and the cluster's GPUs when nodes come and go),
+so the timeline here, Prometheus and cost accounting plug in the same way
+instead of each reading the controller's books.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
+from trainmaster.controller.records import JobRecord
 from trainmaster.core.states import JobState
+
+
+class UsageListener(Protocol):
+    """Told of every change in what the cluster has in use or has; called on the controller's thread."""
+
+    def allocated(self, t: float, record: JobRecord, used_gpus: int) -> None:
+        """`record` now holds `record.allocation`; `used_gpus` GPUs are in use cluster-wide after the change."""
+        ...
+
+    def capacity_changed(self, t: float, gpus: int) -> None:
+        """The cluster now has `gpus` GPUs (a node joined or was lost)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +62,12 @@ class UsageTimeline:
 
     capacity: int
     points: list[tuple[float, int]] = field(default_factory=list)
+
+    def allocated(self, t: float, record: JobRecord, used_gpus: int) -> None:
+        self.record(t, used_gpus)
+
+    def capacity_changed(self, t: float, gpus: int) -> None:
+        self.capacity = gpus
 
     def record(self, t: float, used: int) -> None:
         if self.points and self.points[-1][0] == t:

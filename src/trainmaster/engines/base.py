@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -74,4 +74,17 @@ class Engine(Protocol):
 
     def remove_node(self, name: str) -> None:
         """A node leaves: its tasks are killed; `NodeLost` follows from `wait`."""
+        ...
+
+    def log_tasks(self, job_id: str) -> list[str]:
+        """The job's tasks that left a log on this engine (`worker-0`, `ps-1`), sorted; [] when it keeps none
+        (the simulator runs no process)."""
+        ...
+
+    def logs(self, job_id: str, task: str | None = None, *, follow: bool = False, tail: int | None = None,
+             done: Callable[[], bool] | None = None, poll: float = 0.25) -> Iterator[str]:
+        """A task's log (or every task's, each line prefixed `[task] `) in chunks of whole lines, read in bounded
+        memory wherever the task ran (`engines.task_logs`). `tail=N` starts at the last N lines; `follow` polls
+        every `poll` seconds until `done()` holds (default: the engine holds no task of the job). Safe to call
+        from a thread other than the controller's."""
         ...

@@ -137,7 +137,12 @@ class TaskRunner(Protocol):
         ...
 
     def start(self, launch: TaskLaunch) -> RunningTask:
-        """Start one task; raises OSError or ValueError when it cannot start."""
+        """Start one task; raises OSError or ValueError when it cannot start. May return before it runs
+        (then `confirm` waits for it), so the tasks of one start come up together, not one after another."""
+        ...
+
+    def confirm(self, tasks: Sequence[RunningTask]) -> None:
+        """Wait until every task just started runs; raises OSError (as `start`) when one cannot."""
         ...
 
     def tick(self, live: Sequence[RunningTask], starting: bool) -> None:
@@ -473,6 +478,7 @@ class GangEngine:
                     self.ledger.give_back(node, need, cores, gpus, task_id)
                     raise
                 job.tasks.append(task)
+        self.runner.confirm(job.tasks)
         job.phase = Phase.RUNNING
 
     def _transient(self, node: str) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
@@ -32,7 +31,6 @@ from trainmaster.server.dashboard import mount as mount_dashboard
 from trainmaster.server.gate import Conflict
 from trainmaster.server.history import history as history_rows
 from trainmaster.server.logs import RequestLog
-from trainmaster.server.task_logs import log_parts, stream_logs, task_names
 from trainmaster.server.why import explain, from_store
 
 try:  # not `trainmaster.__version__`: the package root re-exports the SDK, which lives above this layer
@@ -96,7 +94,7 @@ def _error(status: int, message: str, field: str | None = None, fix: str | None 
     return JSONResponse(body, status_code=status)
 
 
-def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None = None,
+def create_app(daemon: Daemon, *, token: str | None = None,
                max_body: int = MAX_BODY, log_poll: float = 0.25) -> FastAPI:
     app = FastAPI(title="trainmaster", version=VERSION,
                   description="Schedule distributed deep-learning training jobs.")
@@ -226,21 +224,20 @@ def create_app(daemon: Daemon, *, token: str | None = None, run_dir: Path | None
         """The tasks' output, streamed. `task` picks one (e.g. worker-0); `tail=N` starts at each task's last N
         lines; `follow` keeps streaming until the job ends."""
         job_or_404(job_id)
-        if run_dir is None:
-            raise ApiError(404, "this daemon keeps no logs", "logs")
-        job_dir = run_dir / job_id
         if task is not None and not re.fullmatch(r"(worker|ps)-\d{1,6}", task):
             raise ApiError(400, f"{shown(task)} is not a task name", "task", "write e.g. worker-0 or ps-1")
-        if task is not None and not log_parts(job_dir, task):
-            names = task_names(job_dir)
-            raise ApiError(404, f"no task {shown(task)} in job {job_id}", "task",
-                           f"use one of {', '.join(names)}" if names else "the job has not started yet")
+        engine = daemon.engine  # reads each task's log where it ran (this machine, a Ray node)
+        if task is not None:
+            names = engine.log_tasks(job_id)
+            if task not in names:
+                raise ApiError(404, f"no task {shown(task)} in job {job_id}", "task",
+                               f"use one of {', '.join(names)}" if names else "the job has not started yet")
 
         def done() -> bool:
             row = daemon.store.job(job_id)
             return row is None or JobState(row["state"]).terminal
 
-        lines = stream_logs(job_dir, task, tail=tail, follow=follow, done=done, poll=log_poll)
+        lines = engine.logs(job_id, task, tail=tail, follow=follow, done=done, poll=log_poll)
         return StreamingResponse(lines, media_type="text/plain; charset=utf-8")
 
     # -- Slurm-shaped control and accounting: hold, release, update, history ------------------

@@ -1,5 +1,11 @@
 """The dashboard's routes: the page at `/`, the reads it needs beyond the job API, and `/metrics`.
 
+First paint is light: `/` comes with what the first screen shows embedded
+(the newest FIRST_ROWS jobs with the columns the table draws, job counts per
+state, nodes and queues), so the page draws it without a request of its own;
+the pending reasons (a controller call) and the timeline (events per job)
+load after, and older jobs only on "show more" (server-side paging).
+
 Auth is the API's: the TokenGuard middleware covers these routes too. A browser
 cannot send a bearer header when it opens a page, so `/` alone also accepts the
 token once as `/?token=...` (see `auth.TokenGuard`); the page keeps it in
@@ -20,8 +26,11 @@ from trainmaster.controller.why import explain_pending
 from trainmaster.core.errors import TrainmasterError
 from trainmaster.server.daemon import Daemon
 from trainmaster.server.prom import CONTENT_TYPE, exposition, registry_for
-from trainmaster.server.report import render_page
+from trainmaster.server.report import embed_json, render_page
 
+FIRST_ROWS = 50  # jobs in the page itself: a screenful, and the table's first page (dashboard.js PAGE)
+TABLE_COLUMNS = ("id", "queue", "state", "submit_time", "first_start", "finish_time", "allocation", "step", "loss",
+                 "restarts", "resizes", "preemptions", "cost", "message", "why")  # what the job table draws
 PENDING_TTL = 1.0  # seconds one answer of /v1/pending serves every poller (each costs a controller call)
 PAGE_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
                 "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
@@ -76,6 +85,22 @@ def timeline(daemon: Daemon, limit: int) -> dict[str, Any]:
     return {"now": daemon.controller.clock.now(), "jobs": jobs}
 
 
+def overview(daemon: Daemon, limit: int, columns: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The newest `limit` jobs (newest first; only `columns` when given), the total, and jobs per state."""
+    jobs = daemon.store.jobs(newest_first=True, limit=limit)
+    if columns is not None:
+        jobs = [{k: job[k] for k in columns if k in job} for job in jobs]
+    return {"now": daemon.controller.clock.now(), "total": daemon.store.count(), "states": daemon.store.state_counts(),
+            "jobs": jobs}
+
+
+def first_screen(daemon: Daemon) -> str:
+    """What the overview's first paint draws, as a JSON block for the page (see the module docstring)."""
+    first = {"overview": overview(daemon, FIRST_ROWS, TABLE_COLUMNS), "nodes": [dict(n) for n in daemon.nodes_view],
+             "queues": [dict(q) for q in daemon.queues_view]}
+    return f'<script id="tm-first" type="application/json">{embed_json(first)}</script>'
+
+
 def mount(app: FastAPI, daemon: Daemon) -> None:
     """Add `/`, `/v1/overview`, `/v1/pending`, `/v1/timeline` and `/metrics` to the daemon's app."""
     page = render_page(None)
@@ -84,13 +109,12 @@ def mount(app: FastAPI, daemon: Daemon) -> None:
 
     @app.get("/", include_in_schema=False)
     def index() -> HTMLResponse:
-        return HTMLResponse(page, headers=PAGE_HEADERS)
+        return HTMLResponse(page.replace("<!--TM_FIRST-->", first_screen(daemon), 1), headers=PAGE_HEADERS)
 
     @app.get("/v1/overview")
-    def overview(limit: Annotated[int, Query(ge=1, le=1_000_000)] = 200) -> dict[str, Any]:
+    def jobs_overview(limit: Annotated[int, Query(ge=1, le=1_000_000)] = 200) -> dict[str, Any]:
         """The newest `limit` jobs with every stored column (newest first), the total, and jobs per state."""
-        return {"now": daemon.controller.clock.now(), "total": daemon.store.count(),
-                "states": daemon.store.state_counts(), "jobs": daemon.store.jobs(newest_first=True, limit=limit)}
+        return overview(daemon, limit)
 
     @app.get("/v1/pending")
     def pending_jobs() -> dict[str, Any]:

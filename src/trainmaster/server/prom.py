@@ -23,6 +23,7 @@ from prometheus_client import Histogram as HistogramMetric
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from trainmaster.controller.records import JobRecord
 from trainmaster.policies.snapshot import Plan, Policy, Snapshot
 from trainmaster.server.daemon import Daemon
 
@@ -76,6 +77,24 @@ def install_timer(daemon: Daemon) -> DecisionTimer:
     return timer
 
 
+class GpuSeconds:
+    """A controller `UsageListener`: GPU-seconds allocated since the daemon started (GPUs in use x time)."""
+
+    def __init__(self, now: float, used_gpus: int) -> None:
+        self._state = (now, used_gpus, 0.0)  # (time of the last change, GPUs in use since, GPU-seconds before it)
+
+    def allocated(self, t: float, record: JobRecord, used_gpus: int) -> None:
+        at, used, total = self._state
+        self._state = (t, used_gpus, total + used * max(0.0, t - at))  # one swap: a scrape reads it whole
+
+    def capacity_changed(self, t: float, gpus: int) -> None:
+        pass
+
+    def total(self, now: float) -> float:
+        at, used, total = self._state
+        return total + used * max(0.0, now - at)
+
+
 def _node_labels(node: Mapping[str, Any]) -> tuple[str, str]:
     return (str(node.get("gpu_type") or "cpu"), "transient" if node.get("transient") else "on-demand")
 
@@ -83,9 +102,10 @@ def _node_labels(node: Mapping[str, Any]) -> tuple[str, str]:
 class DaemonCollector(Collector):
     """Builds every family from the store and views at each scrape."""
 
-    def __init__(self, daemon: Daemon, timer: DecisionTimer) -> None:
+    def __init__(self, daemon: Daemon, timer: DecisionTimer, gpu_seconds: GpuSeconds | None = None) -> None:
         self.daemon = daemon
         self.timer = timer
+        self.gpu_seconds = gpu_seconds
         self._lock = threading.Lock()
         self._nodes_seen: set[str] = set()
         self.lost = 0
@@ -107,6 +127,11 @@ class DaemonCollector(Collector):
                                           "Nodes lost (transient revocations, failures) since the daemon started")
         revocations.add_metric([], lost)
         yield revocations
+        if self.gpu_seconds is not None:
+            gpu_time = CounterMetricFamily("trainmaster_gpu_allocated_seconds",
+                                           "GPU-seconds held by tasks since the daemon started")
+            gpu_time.add_metric([], self.gpu_seconds.total(self.daemon.controller.clock.now()))
+            yield gpu_time
         yield from self.timer.decisions.collect()
         yield from self.timer.latency.collect()
 
@@ -184,7 +209,9 @@ def _node_families(nodes: list[Mapping[str, Any]]) -> Iterable[Metric]:
 def registry_for(daemon: Daemon) -> CollectorRegistry:
     """A registry of this daemon's metrics (one per app: tests run several daemons in one process)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DaemonCollector(daemon, install_timer(daemon)))
+    gpu_seconds = GpuSeconds(daemon.controller.clock.now(), daemon.controller.used_gpus)
+    daemon.controller.usage_listeners.append(gpu_seconds)
+    registry.register(DaemonCollector(daemon, install_timer(daemon), gpu_seconds))
     return registry
 
 

@@ -112,8 +112,8 @@ def serve(config: ServerConfig) -> int:
     check_bind(config.host, config.token)
     check_port(config.host, config.port)
     lock = lock_data_dir(config.data_dir)
-    daemon, store, run_dir = build(config)
-    app = create_app(daemon, token=config.token, run_dir=run_dir, max_body=config.max_body)
+    daemon, store, _ = build(config)
+    app = create_app(daemon, token=config.token, max_body=config.max_body)
     daemon.start()
     log.info("listening", extra={"fields": {
         "url": f"http://{config.host}:{config.port}", "policy": daemon.policy.name,

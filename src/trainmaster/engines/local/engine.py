@@ -27,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from trainmaster.core.clock import Clock
@@ -40,6 +40,7 @@ from trainmaster.engines.local.machine import local_cluster, machine_cores
 from trainmaster.engines.local.recovery import judge_attempts, write_manifest
 from trainmaster.engines.local.tasks import Task, kill_group, kill_orphans, launch, rotate_log, start_spare
 from trainmaster.engines.progress import LineTail
+from trainmaster.engines.task_logs import LocalFiles, stream_logs
 
 log = logging.getLogger("trainmaster.engine")
 LOG_MAX_BYTES = 100 * 2**20  # per task, both parts together
@@ -108,6 +109,9 @@ class SubprocessRunner:
     def start(self, task: TaskLaunch) -> RunningTask:
         cwd = self.base_dir / task.workdir if task.workdir else self.base_dir
         return launch(task, cwd=cwd, job_dir=self.job_dir(task.job_id), spare=self._take_spare(task.command))
+
+    def confirm(self, tasks: Sequence[RunningTask]) -> None:
+        """Nothing to wait for: `start` returns once the process runs."""
 
     def tick(self, live: Sequence[RunningTask], starting: bool) -> None:
         if self.prestart and not starting:  # not while a job starts: spares would slow its start
@@ -188,3 +192,12 @@ class LocalEngine(GangEngine):
     def cleanup_orphans(self) -> list[str]:
         """Kill task processes a previous engine on this run_dir left running; `job/role-index` of each."""
         return kill_orphans(self.run_dir)
+
+    def log_tasks(self, job_id: str) -> list[str]:
+        return LocalFiles(self.job_dir(job_id)).tasks()
+
+    def logs(self, job_id: str, task: str | None = None, *, follow: bool = False, tail: int | None = None,
+             done: Callable[[], bool] | None = None, poll: float = 0.25) -> Iterator[str]:
+        """The job folder's logs on this machine (see `Engine.logs`)."""
+        return stream_logs(LocalFiles(self.job_dir(job_id)), task, tail=tail, follow=follow,
+                           done=done or (lambda: not self.tasks(job_id)), poll=poll)

@@ -40,6 +40,17 @@ def free_port_here() -> tuple[str, int]:
     return str(ray.util.get_node_ip_address()), port  # type: ignore[no-untyped-call]
 
 
+def rendezvous_env(found: tuple[tuple[str, int], ...]) -> dict[str, str]:
+    """MASTER_ADDR/MASTER_PORT from the first (address, port), TM_PS_ADDRS from the rest (when any)."""
+    if not found:
+        return {}
+    (ip, port), servers = found[0], found[1:]
+    env = {"MASTER_ADDR": str(ip), "MASTER_PORT": str(port)}
+    if servers:
+        env["TM_PS_ADDRS"] = ",".join(f"{a}:{p}" for a, p in servers)
+    return env
+
+
 class TaskActor:
     """One task (or, with no task, a reader of a node's files); used as a threaded Ray actor."""
 
@@ -49,14 +60,16 @@ class TaskActor:
         self.progress: LineTail | None = None
         self.lock = threading.Lock()  # one reader of the progress file at a time: no line twice, none lost
 
-    def run(self, task: TaskLaunch, cwd: str, job_dir: str) -> tuple[int, str]:
-        """Start the task's process on this node; its pid and the Ray id of the node it runs on."""
+    def run(self, task: TaskLaunch, cwd: str, job_dir: str, *rendezvous: tuple[str, int]) -> tuple[int, str]:
+        """Start the task's process on this node; its pid and the Ray id of the node it runs on. `rendezvous`:
+        the rank-0 node's (address, free port), then each parameter server's (`free_port_here` answers)."""
         with contextlib.suppress(OSError):  # Ray runs workers niced (RAY_worker_niceness); a task trains at 0
             os.setpriority(os.PRIO_PROCESS, 0, 0)
         here = sorted(os.sched_getaffinity(0))
         cores = tuple(sorted({here[c % len(here)] for c in task.cores})) if task.cores and here else ()
         env = {k: v for k, v in os.environ.items() if not k.startswith(SECRET_PREFIX)}
-        env.update(task.env)
+        env.update(rendezvous_env(rendezvous))
+        env.update(task.env)  # the job's own `env` may still set them
         task = dataclasses.replace(task, cores=cores, env=env)
         Path(job_dir).mkdir(parents=True, exist_ok=True)
         self.task = launch(task, cwd=Path(cwd), job_dir=Path(job_dir))
@@ -94,14 +107,16 @@ class TaskActor:
         with self.lock:
             return self.progress.read() if self.progress is not None else []
 
-    def read_log(self, path: str, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]:
-        """Up to `limit` bytes of the file at `path` on this node from `offset`; the new offset.
-        A file that shrank (the log was rotated) is read again from its start."""
-        with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size < offset:
-                offset = 0
+    def file_size(self, path: str) -> int | None:
+        """The size of the file at `path` on this node; None when there is none."""
+        try:
+            return os.stat(path).st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of the file at `path` on this node from `offset` (b"" past its end or if gone)."""
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), open(path, "rb") as f:
             f.seek(offset)
-            data = f.read(limit)
-            return data, offset + len(data)
-        return b"", offset
+            return f.read(length)
+        return b""

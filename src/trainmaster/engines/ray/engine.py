@@ -11,7 +11,7 @@ Each node owns its own core and GPU ids (the ledger with `machine=None`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainmaster.core.clock import Clock
@@ -20,6 +20,7 @@ from trainmaster.core.events import Event
 from trainmaster.engines.gang import GangEngine
 from trainmaster.engines.ray.connect import connect
 from trainmaster.engines.ray.nodes import RayNode, alive_nodes
+from trainmaster.engines.task_logs import stream_logs
 
 
 def ray_nodes() -> dict[str, RayNode]:
@@ -57,9 +58,14 @@ class RayEngine(GangEngine):
         """Ray's id of the node `name`."""
         return self.ray.nodes[name].node_id
 
-    def logs(self, job_id: str, task: str, follow: bool = False) -> Iterator[str]:
-        """A task's log lines, read on whatever node it ran (see `RayRunner.logs`)."""
-        return self.ray.logs(job_id, task, follow)
+    def log_tasks(self, job_id: str) -> list[str]:
+        return self.ray.log_files(job_id).tasks()
+
+    def logs(self, job_id: str, task: str | None = None, *, follow: bool = False, tail: int | None = None,
+             done: Callable[[], bool] | None = None, poll: float = 0.25) -> Iterator[str]:
+        """Task logs read on whatever node each task ran, through Ray (see `engines/ray/logs.py`)."""
+        return stream_logs(self.ray.log_files(job_id), task, tail=tail, follow=follow,
+                           done=done or (lambda: not self.tasks(job_id)), poll=poll)
 
     def sync_nodes(self) -> None:
         """Compare Ray's alive nodes with ours: joins become `NodeAdded`, departures `NodeLost`."""

@@ -3,7 +3,10 @@
 Each task is a detached actor named `<job>/<role>-<index>/<attempt>` in the
 runner's namespace, created with the task's resources and a hard node
 affinity, so Ray itself refuses to double-book a node and a restarted daemon
-finds what its predecessor left (`recover`). A placement Ray cannot realise
+finds what its predecessor left (`recover`). The tasks of one start come up
+together: `start` creates each actor and asks it to run (the rendezvous port
+lookups are handed to `run` by Ray, not awaited), `confirm` waits for all of
+them at once. A placement Ray cannot realise
 within `place_timeout` seconds fails the start (`TaskFailed`, retried by the
 controller up to the job's maxRestarts), never waits forever. The actor runs
 the process (`actor.TaskActor`); the runner watches one `wait` call per task,
@@ -14,8 +17,9 @@ exit code), so Ray frees its resources for the next start at once.
 Paths (under `run_dir`, which every node must see at the same path, e.g. an
 NFS or ReadWriteMany volume: checkpoints live there): as on the local engine,
 `<job>/checkpoint/`, `<job>/<role>-<index>.log`, `<job>/reports/attempt-<n>.jsonl`,
-`<job>/exits/attempt-<n>/`. The daemon reads logs and progress through the
-actors only.
+`<job>/exits/attempt-<n>/`. The daemon reads progress through the actors and
+logs on each task's node through Ray (`logs.py`; the shared path only for a
+task a previous daemon ran, or whose node is gone).
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from __future__ import annotations
 import errno
 import logging
 import signal
-import time
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +42,9 @@ from trainmaster.engines.base import Recovered
 from trainmaster.engines.gang import Attempt, RunningTask, TaskLaunch, as_this_python
 from trainmaster.engines.local.recovery import _last_attempt, judge_attempts, write_manifest
 from trainmaster.engines.ray.actor import TaskActor, free_port_here
+from trainmaster.engines.ray.logs import LogHost, RayFiles
 from trainmaster.engines.ray.nodes import RayNode
+from trainmaster.engines.task_logs import LocalFiles
 
 log = logging.getLogger("trainmaster.engine")
 ActorHandle = Any  # ray.actor.ActorHandle: untyped in Ray
@@ -46,14 +52,21 @@ ActorHandle = Any  # ray.actor.ActorHandle: untyped in Ray
 
 @dataclass
 class RayTask:
-    """A task running under its actor (a `RunningTask` of the gang engine)."""
+    """A task running under its actor (a `RunningTask` of the gang engine).
+
+    Started in two steps: `RayRunner.start` creates the actor and asks it to
+    run the process (`run_ref`); `RayRunner.confirm` waits for every task of
+    the start at once and fills in `pid`, `node_id` and `exit_ref`. Until then
+    a signal or reap kills the actor (its guard kills the process, if any).
+    """
 
     launch: TaskLaunch
     actor: ActorHandle
-    node_id: str  # where Ray runs it, as the actor reports
-    pid: int
     log_path: str
-    exit_ref: Any
+    run_ref: Any = None
+    node_id: str = ""  # where Ray runs it, as the actor reports
+    pid: int = 0
+    exit_ref: Any = None
     code: int | None = None
     tail: list[dict[str, object]] = field(default_factory=list)  # progress lines read at its exit
     killed: bool = False
@@ -63,7 +76,7 @@ class RayTask:
         return f"{self.log_path} on node {self.launch.node}"
 
     def poll(self) -> int | None:
-        if self.code is None:
+        if self.code is None and self.exit_ref is not None:
             ready, _ = ray.wait([self.exit_ref], timeout=0)
             if ready:
                 self._settle()
@@ -86,13 +99,16 @@ class RayTask:
             ray.kill(self.actor)
 
     def signal(self, sig: signal.Signals) -> None:
-        if self.poll() is None:
+        if self.exit_ref is None:  # not confirmed running: nothing to ask politely
+            self.kill()
+            self.code = -signal.SIGKILL
+        elif self.poll() is None:
             self.actor.signal.remote(int(sig))
 
     def reap(self) -> None:
-        if self.code is None:
+        if self.code is None and self.exit_ref is not None:
             self._settle(timeout=30.0)
-        if self.code is None:  # the actor does not answer: kill it (its guard kills the process)
+        if self.code is None:  # the actor does not answer (or never ran it): kill it (its guard kills the process)
             self.kill()
             self.code = -signal.SIGKILL
 
@@ -129,6 +145,9 @@ class RayRunner:
     _tasks: list[RayTask] = field(default_factory=list)
     _latest: dict[tuple[str, str], RayTask] = field(default_factory=dict)
     _chiefs: dict[tuple[str, int], ChiefProgress] = field(default_factory=dict)
+    _rendezvous: dict[tuple[str, int], list[Any]] = field(default_factory=dict)  # (job, attempt) -> port refs
+    _readers: dict[str, ActorHandle] = field(default_factory=dict)  # node id -> a log reader there
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # `_latest` and `_readers`: API threads read logs
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir).resolve()
@@ -160,16 +179,18 @@ class RayRunner:
         report_file.touch()  # marks the attempt as used even if the task never reports
         write_manifest(job_dir, attempt, [f"ps-{i}" for i in range(len(servers))]
                        + [f"worker-{i}" for i in range(len(workers))])
-        found = self._ports([workers[0], *servers])
-        master, ps = found[0], found[1:]
-        env = {"MASTER_ADDR": master[0], "MASTER_PORT": str(master[1]),
-               "TM_CHECKPOINT_DIR": str(job_dir / "checkpoint")}
-        if servers:
-            env["TM_PS_ADDRS"] = ",".join(f"{ip}:{port}" for ip, port in ps)
+        # A free port on the rank-0 node and on each server's: asked there now, not waited for. Ray hands the
+        # answers to each task's `run` (the actor fills in MASTER_ADDR/PORT and TM_PS_ADDRS), so the lookups
+        # overlap the actors' starts.
+        self._rendezvous[job_id, attempt] = [
+            self._free_port.options(scheduling_strategy=self._pin(self._node(n).node_id)).remote()
+            for n in [workers[0], *servers]]
+        env = {"TM_CHECKPOINT_DIR": str(job_dir / "checkpoint")}
         progress = self._chiefs[job_id, attempt] = ChiefProgress()
         return Attempt(env=env, chief_env={"TM_REPORT_FILE": str(report_file)}, progress=progress)
 
     def start(self, launch: TaskLaunch) -> RunningTask:
+        """Create the task's actor and ask it to run the process; `confirm` waits for it (with the others)."""
         node = self._node(launch.node)
         need = launch.need
         name = f"{launch.job_id}/{launch.name}/{launch.attempt}"
@@ -179,25 +200,41 @@ class RayRunner:
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)).remote()
         cwd = self.base_dir / launch.workdir if launch.workdir else self.base_dir
         job_dir = self.job_dir(launch.job_id)
-        try:
-            pid, node_id = ray.get(actor.run.remote(launch, str(cwd), str(job_dir)), timeout=self.place_timeout)
-        except GetTimeoutError:
-            ray.kill(actor)
-            raise OSError(errno.ETIMEDOUT, f"Ray could not place {launch.name} on node {launch.node} within "
-                          f"{self.place_timeout:g}s (its resources are held outside trainmaster?)") from None
-        except RayError as exc:
-            ray.kill(actor)
-            cause = exc.cause if hasattr(exc, "cause") and isinstance(exc.cause, OSError) else None
-            if cause is not None:
-                raise cause from None
-            raise OSError(errno.EIO, f"{launch.name} on node {launch.node}: {exc}") from None
-        task = RayTask(launch, actor, str(node_id), int(pid), str(job_dir / f"{launch.name}.log"), actor.wait.remote())
+        rendezvous = self._rendezvous.get((launch.job_id, launch.attempt), [])
+        task = RayTask(launch, actor, str(job_dir / f"{launch.name}.log"),
+                       run_ref=actor.run.remote(launch, str(cwd), str(job_dir), *rendezvous))
         self._tasks.append(task)
-        self._latest[launch.job_id, launch.name] = task
-        chief = self._chiefs.get((launch.job_id, launch.attempt))
-        if chief is not None and launch.role.value == "worker" and launch.index == 0:
-            chief.task = task
         return task
+
+    def confirm(self, tasks: Sequence[RunningTask]) -> None:
+        """Wait for every task of one start at once (Ray places and starts their actors in parallel), within
+        `place_timeout`; a task Ray cannot place or start fails the whole start with the reason."""
+        started = [t for t in tasks if isinstance(t, RayTask) and t.exit_ref is None and t.run_ref is not None]
+        for t in started:
+            self._rendezvous.pop((t.launch.job_id, t.launch.attempt), None)  # the actors hold the answers now
+        if not started:
+            return
+        _, waiting = ray.wait([t.run_ref for t in started], num_returns=len(started), timeout=self.place_timeout)
+        if waiting:
+            late = [t.launch for t in started if t.run_ref in waiting]
+            names = ", ".join(f"{t.name} on node {t.node}" for t in late)
+            raise OSError(errno.ETIMEDOUT, f"Ray could not place {names} within {self.place_timeout:g}s "
+                          "(its resources are held outside trainmaster?)")
+        for task in started:
+            try:
+                pid, node_id = ray.get(task.run_ref)
+            except RayError as exc:
+                cause = exc.cause if hasattr(exc, "cause") and isinstance(exc.cause, OSError) else None
+                if cause is not None:
+                    raise cause from None
+                raise OSError(errno.EIO, f"{task.launch.name} on node {task.launch.node}: {exc}") from None
+            task.pid, task.node_id, task.exit_ref = int(pid), str(node_id), task.actor.wait.remote()
+            launch = task.launch
+            with self._lock:
+                self._latest[launch.job_id, launch.name] = task
+            chief = self._chiefs.get((launch.job_id, launch.attempt))
+            if chief is not None and launch.role.value == "worker" and launch.index == 0:
+                chief.task = task
 
     def tick(self, live: Sequence[RunningTask], starting: bool) -> None:
         """Forget ended tasks (each task's actor is killed the moment its exit is seen)."""
@@ -230,30 +267,40 @@ class RayRunner:
         for task in self._tasks:
             task.kill()
         self._tasks.clear()
+        with self._lock:
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            ray.kill(reader)
 
-    # -- logs ------------------------------------------------------------------
-    def logs(self, job_id: str, task: str, follow: bool = False, poll: float = 0.2) -> Iterator[str]:
-        """The lines of a task's log, read on its node through Ray; with `follow`, until the task ends."""
-        current = self._latest.get((job_id, task))
+    # -- logs (`logs.Hosts`) ------------------------------------------------------
+    def log_files(self, job_id: str) -> RayFiles:
+        """The job's task logs, read on the nodes that ran its tasks (see `engines/ray/logs.py`)."""
+        return RayFiles(self, job_id, LocalFiles(self.job_dir(job_id)))
+
+    def log_host(self, job_id: str, task: str) -> LogHost | None:
+        with self._lock:
+            current = self._latest.get((job_id, task))
         if current is None:
-            raise KeyError(f"no task {task} of job {job_id} has run on this engine")
-        reader = current.actor if not current.killed else self._reader(current.node_id)
-        offset, partial = 0, b""
-        try:
-            while True:
-                data, offset = ray.get(reader.read_log.remote(current.log_path, offset), timeout=30.0)
-                *lines, partial = (partial + data).split(b"\n")
-                for line in lines:
-                    yield line.decode(errors="replace")
-                if not data:
-                    if not follow or current.poll() is not None:
-                        break
-                    time.sleep(poll)
-            if partial:
-                yield partial.decode(errors="replace")
-        finally:
-            if reader is not current.actor:
-                ray.kill(reader)
+            return None
+        return LogHost(None if current.killed else current.actor, current.node_id, current.log_path)
+
+    def known_tasks(self, job_id: str) -> list[str]:
+        with self._lock:
+            return sorted(task for job, task in self._latest if job == job_id)
+
+    def reader(self, node_id: str) -> ActorHandle:
+        """A reader actor on the node (no resources), made once and kept until it fails or the engine closes."""
+        with self._lock:
+            if node_id not in self._readers:
+                self._readers[node_id] = self._actor.options(num_cpus=0, max_concurrency=4,
+                                                             scheduling_strategy=self._pin(node_id)).remote()
+            return self._readers[node_id]
+
+    def forget_reader(self, node_id: str) -> None:
+        with self._lock:
+            reader = self._readers.pop(node_id, None)
+        if reader is not None:
+            ray.kill(reader)
 
     # -- internals -------------------------------------------------------------
     def _node(self, name: str) -> RayNode:
@@ -265,17 +312,3 @@ class RayRunner:
     def _pin(self, node_id: str) -> NodeAffinitySchedulingStrategy:
         return NodeAffinitySchedulingStrategy(node_id, soft=False)
 
-    def _ports(self, names: Sequence[str]) -> list[tuple[str, int]]:
-        """A free port on each named node (asked there, in parallel)."""
-        refs = [self._free_port.options(scheduling_strategy=self._pin(self._node(n).node_id)).remote()
-                for n in names]
-        try:
-            return [(str(ip), int(port)) for ip, port in ray.get(refs, timeout=self.place_timeout)]
-        except GetTimeoutError:
-            for ref in refs:
-                ray.cancel(ref, force=True)
-            raise OSError(errno.ETIMEDOUT, f"Ray ran nothing on node(s) {', '.join(names)} within "
-                          f"{self.place_timeout:g}s") from None
-
-    def _reader(self, node_id: str) -> ActorHandle:
-        return self._actor.options(num_cpus=0, scheduling_strategy=self._pin(node_id)).remote()

@@ -11,7 +11,7 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
@@ -109,6 +109,13 @@ class SimEngine:
 
     def close(self) -> None:
         """Nothing runs outside this process."""
+
+    def log_tasks(self, job_id: str) -> list[str]:
+        return []  # a simulated job runs no process: it writes no log
+
+    def logs(self, job_id: str, task: str | None = None, *, follow: bool = False, tail: int | None = None,
+             done: Callable[[], bool] | None = None, poll: float = 0.25) -> Iterator[str]:
+        return iter(())
 
     def cluster(self) -> Cluster:
         return self._cluster

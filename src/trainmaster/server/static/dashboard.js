@@ -148,8 +148,8 @@
     return `<table ${attrs}><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
   }
 
-  // Long tables show PAGE rows, then more on request: laying out a 1,000-row table costs ~10x a 200-row one.
-  const PAGE = 200;
+  // Long tables show PAGE rows (a screenful), then more on request: the live page fetches only the rows it shows.
+  const PAGE = 50; // = FIRST_ROWS in server/dashboard.py
   const shown = {}; // table id -> rows shown
   let onMore = () => {};
   // `total`: rows that exist (the live page fetches only the rows it shows).
@@ -287,7 +287,10 @@
       if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
       return r.json();
     };
-    let view = null; // {kind: "overview"} | {kind: "job", id, logs: AbortController}
+    // The page came with the first screen's data (server/dashboard.py first_screen): painted without a request.
+    const firstEl = document.getElementById("tm-first");
+    let first = firstEl ? JSON.parse(firstEl.textContent) : null;
+    let view = null; // {kind: "overview", first} | {kind: "job", id, logs: AbortController}
     let timer = null;
     const last = {}; // rendered JSON per section: skip re-rendering what did not change
     const put = (id, key, html) => {
@@ -297,6 +300,8 @@
 
     function route() {
       if (view && view.logs) view.logs.abort();
+      const seed = first; // only the first view may use it: later it would be stale
+      first = null;
       for (const k of Object.keys(last)) delete last[k];
       const m = location.hash.match(/^#\/job\/(.+)$/);
       if (m) {
@@ -311,7 +316,7 @@
           <section><h2>Logs <span id="logs-mode" class="muted">(following)</span></h2><pre id="job-logs" class="logs"></pre></section>`;
         followLogs(view);
       } else {
-        view = { kind: "overview" };
+        view = { kind: "overview", first: seed };
         app.innerHTML = `<div id="tiles" class="tiles"></div>
           <div class="grid"><section><h2>Cluster</h2><div id="nodes"></div></section>
           <section><h2>Queues</h2><div id="queues"></div></section></div>
@@ -327,7 +332,7 @@
       const current = view;
       try {
         if (current.kind === "job") await renderJob(current);
-        else await renderOverview();
+        else await renderOverview(current);
         statusEl.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
         statusEl.classList.remove("err");
       } catch (e) {
@@ -338,7 +343,17 @@
     }
 
     // Each section renders as soon as its own data arrives: the job table never waits for the controller.
-    async function renderOverview() {
+    async function renderOverview(v) {
+      if (v.first) { // first paint from the page itself; the pending reasons and the timeline load after it
+        const f = v.first;
+        v.first = null;
+        renderJobs(f.overview);
+        renderNodes(f.nodes);
+        renderTiles(f.overview.states, f.nodes);
+        renderQueues(f.queues);
+        await Promise.all([api("/v1/pending").then(renderPending), api("/v1/timeline?limit=40").then(renderTimeline)]);
+        return;
+      }
       const limit = Math.min(shown.jobs || PAGE, 1e6);
       const jobs = api(`/v1/overview?limit=${limit}`), nodes = api("/v1/nodes");
       await Promise.all([jobs.then(renderJobs), nodes.then(renderNodes),

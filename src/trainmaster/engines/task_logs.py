@@ -1,4 +1,4 @@
-"""Serve task logs in bounded memory: whole, the last N lines, or followed as they grow.
+"""Read task logs in bounded memory: whole, the last N lines, or followed as they grow, wherever they are.
 
 A task's log is `<role>-<index>.log` (newest part) and, once the engine rotated
 it past its size cap, `<role>-<index>.log.1` (the previous part, copy-truncate).
@@ -7,6 +7,10 @@ start by reading backwards in blocks, then streams forward from there; follow
 polls the `.log` and, when it was truncated by a rotation, first finishes what
 was left unread in `.log.1`. Nothing holds more than a block and one line
 (capped at MAX_LINE) in memory, however large the files.
+
+The files are reached through `LogFiles`: `LocalFiles` reads a job folder on
+this machine (the local engine); the Ray engine reads each task's files on
+the node that ran it, through Ray. The logic above is written once, here.
 """
 
 from __future__ import annotations
@@ -16,59 +20,92 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 BLOCK = 64 * 1024
 MAX_LINE = 1 << 20  # a longer line is cut into pieces of this size
-TASK_LOG = "*.log"
 
 
-def log_parts(job_dir: Path, task: str) -> list[Path]:
-    """The task's log files, oldest first (only those that exist)."""
-    return [p for p in (job_dir / f"{task}.log.1", job_dir / f"{task}.log") if p.is_file()]
+class LogFiles(Protocol):
+    """One job's log files, by name (`worker-0.log`, `worker-0.log.1`), wherever they are kept."""
+
+    def tasks(self) -> list[str]:
+        """Tasks with a log (or only a rotated part of one), sorted."""
+        ...
+
+    def size(self, name: str) -> int | None:
+        """The file's size now; None when there is no such file."""
+        ...
+
+    def read(self, name: str, offset: int, until: int | None = None) -> Iterator[bytes]:
+        """Blocks of the file from `offset` to `until` (default: its end when opened); nothing if it is gone."""
+        ...
 
 
-def task_names(job_dir: Path) -> list[str]:
-    """Tasks with a log (or only a rotated part of one), sorted."""
-    names = {p.name.removesuffix(".1").removesuffix(".log") for p in job_dir.glob("*.log*")
-             if p.name.endswith((".log", ".log.1"))}
-    return sorted(names)
+@dataclass(frozen=True)
+class LocalFiles:
+    """A job's log files in a folder of this machine."""
+
+    job_dir: Path
+
+    def tasks(self) -> list[str]:
+        return names_of(p.name for p in self.job_dir.glob("*.log*"))
+
+    def size(self, name: str) -> int | None:
+        try:
+            return (self.job_dir / name).stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read(self, name: str, offset: int, until: int | None = None) -> Iterator[bytes]:
+        return read_from(self.job_dir / name, offset, until)
 
 
-def tail_start(parts: list[Path], lines: int) -> list[tuple[Path, int]]:
+def names_of(files: Iterator[str] | list[str]) -> list[str]:
+    """Task names from file names (`worker-0.log`, `worker-0.log.1`; anything else is skipped), sorted."""
+    return sorted({f.removesuffix(".1").removesuffix(".log") for f in files if f.endswith((".log", ".log.1"))})
+
+
+def log_parts(files: LogFiles, task: str) -> list[tuple[str, int]]:
+    """The task's log files with their sizes, oldest first (only those that exist)."""
+    sized = ((name, files.size(name)) for name in (f"{task}.log.1", f"{task}.log"))
+    return [(name, size) for name, size in sized if size is not None]
+
+
+def tail_start(files: LogFiles, parts: list[tuple[str, int]], lines: int) -> list[tuple[str, int]]:
     """Where the last `lines` lines of the concatenated parts begin: (file, offset) pairs to read to their end.
 
     Reads backwards one block at a time; a final newline does not count as a line.
     """
-    sizes = [(p, p.stat().st_size) for p in parts]
     if lines <= 0:
-        return [(p, size) for p, size in sizes[-1:]]
+        return [(name, size) for name, size in parts[-1:]]
     seen = 0
     trailing = True
-    for k in range(len(sizes) - 1, -1, -1):
-        path, pos = sizes[k]
-        with path.open("rb") as f:
-            while pos > 0:
-                start = max(0, pos - BLOCK)
-                f.seek(start)
-                block = f.read(pos - start)
-                if trailing:
-                    block = block.removesuffix(b"\n")
-                    trailing = False
-                end = len(block)
-                while (i := block.rfind(b"\n", 0, end)) >= 0:
-                    seen += 1
-                    if seen == lines:
-                        return [(path, start + i + 1)] + [(p, 0) for p, _ in sizes[k + 1:]]
-                    end = i
-                pos = start
-    return [(p, 0) for p, _ in sizes]
+    for k in range(len(parts) - 1, -1, -1):
+        name, pos = parts[k]
+        while pos > 0:
+            start = max(0, pos - BLOCK)
+            block = b"".join(files.read(name, start, pos))
+            if len(block) < pos - start:  # the file shrank under us (rotated): take it from its start
+                return [(name, 0)] + [(p, 0) for p, _ in parts[k + 1:]]
+            if trailing:
+                block = block.removesuffix(b"\n")
+                trailing = False
+            end = len(block)
+            while (i := block.rfind(b"\n", 0, end)) >= 0:
+                seen += 1
+                if seen == lines:
+                    return [(name, start + i + 1)] + [(p, 0) for p, _ in parts[k + 1:]]
+                end = i
+            pos = start
+    return [(name, 0) for name, _ in parts]
 
 
 def read_from(path: Path, offset: int, until: int | None = None) -> Iterator[bytes]:
     """Blocks of `path` from `offset` to `until` (default: its end when opened)."""
     try:
         f = path.open("rb")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return
     with f:
         end = f.seek(0, 2) if until is None else until
@@ -113,40 +150,38 @@ class _Follower:
     """One task's log being read: what is left to send now, then the `.log`'s offset to poll from."""
 
     task: str
-    job_dir: Path
+    files: LogFiles
     lines: _Lines
-    pending: list[tuple[Path, int]]
+    pending: list[tuple[str, int]]
     offset: int = 0
 
     @property
-    def current(self) -> Path:
-        return self.job_dir / f"{self.task}.log"
+    def current(self) -> str:
+        return f"{self.task}.log"
 
     def drain(self) -> Iterator[str]:
         """Send what was pending, then anything new in `.log` (after a rotation: the rest of `.log.1` first)."""
         pending, self.pending = self.pending, []
-        for path, start in pending:
+        for name, start in pending:
             at = start
-            for block in read_from(path, start):
+            for block in self.files.read(name, start):
                 at += len(block)
                 yield from self.lines.feed(block)
-            if path == self.current:
+            if name == self.current:
                 self.offset = at
-        try:
-            size = self.current.stat().st_size
-        except FileNotFoundError:
+        size = self.files.size(self.current)
+        if size is None:
             return
         if size < self.offset:  # rotated: the part we had not read yet was copied to .log.1
-            rotated = self.job_dir / f"{self.task}.log.1"
-            for block in read_from(rotated, self.offset):
+            for block in self.files.read(f"{self.task}.log.1", self.offset):
                 yield from self.lines.feed(block)
             self.offset = 0
-        for block in read_from(self.current, self.offset, size):
+        for block in self.files.read(self.current, self.offset, size):
             self.offset += len(block)
             yield from self.lines.feed(block)
 
 
-def stream_logs(job_dir: Path, task: str | None, *, tail: int | None, follow: bool,
+def stream_logs(files: LogFiles, task: str | None, *, tail: int | None, follow: bool,
                 done: Callable[[], bool], poll: float) -> Iterator[str]:
     """Lines of one task's log (or every task's, each line prefixed `[task] `), oldest first, in chunks of whole
     lines (a block at a time).
@@ -157,13 +192,13 @@ def stream_logs(job_dir: Path, task: str | None, *, tail: int | None, follow: bo
     followers: dict[str, _Follower] = {}
 
     def add(name: str) -> None:
-        parts = log_parts(job_dir, name)
-        start = tail_start(parts, tail) if tail is not None else [(p, 0) for p in parts]
-        followers[name] = _Follower(name, job_dir, _Lines("" if task else f"[{name}] "), start)
+        parts = log_parts(files, name)
+        start = tail_start(files, parts, tail) if tail is not None else [(p, 0) for p, _ in parts]
+        followers[name] = _Follower(name, files, _Lines("" if task else f"[{name}] "), start)
 
     while True:
         finished = follow and done()  # decided before reading, so the last lines are not lost
-        for name in [task] if task else task_names(job_dir):
+        for name in [task] if task else files.tasks():
             if name not in followers:
                 add(name)
             yield from followers[name].drain()
