@@ -58,6 +58,19 @@ class Target:
     window: int = 100
 
 
+@dataclass(frozen=True, slots=True)
+class BatchRange:
+    """Opt-in to batch-size adaptation (`spec.adaptiveBatch`): the scheduler picks the global batch.
+
+    It stays within `min`..`max`; `base` is the batch the job's learning rate was
+    tuned for (Pollux's M0: statistical efficiency is measured against it).
+    """
+
+    min: int
+    max: int
+    base: int
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """Everything a user says about a job. Immutable; ids are assigned by the controller."""
@@ -80,6 +93,7 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     after: tuple[str, ...] = ()  # ids of jobs that must succeed before this one starts (Slurm afterok)
+    adaptive_batch: BatchRange | None = None  # the scheduler picks the global batch in this range (goodput)
 
     def role(self, role: Role) -> RoleSpec | None:
         return self.roles.get(role)

@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.job import (
     Architecture,
+    BatchRange,
     JobKind,
     JobSpec,
     Role,
@@ -32,6 +33,7 @@ from trainmaster.core.validation import (
     ESTIMATE_SECONDS,
     MAX_ENV_BYTES,
     MAX_TEXT,
+    Batch,
     Epochs,
     Loss,
     Plateau,
@@ -99,6 +101,12 @@ class _Checkpoint(Strict):
     every: _Duration = "300s"
 
 
+class _AdaptiveBatch(Strict):
+    min: Batch
+    max: Batch
+    base: Batch | None = None  # the batch the learning rate was tuned for (default: min)
+
+
 class _Spec(Strict):
     command: list[_Arg] = Field(default_factory=list, max_length=1024)
     workdir: _Arg | None = None
@@ -114,6 +122,7 @@ class _Spec(Strict):
     job_type: _Text | None = Field(default=None, alias="jobType")
     env: Annotated[dict[str, str], AfterValidator(_env_ok)] = Field(default_factory=dict)
     after: list[_Text] = Field(default_factory=list, max_length=100)  # job ids that must succeed first
+    adaptive_batch: _AdaptiveBatch | None = Field(default=None, alias="adaptiveBatch")
 
 
 class _Document(Strict):
@@ -183,6 +192,7 @@ def job_from_mapping(doc: object) -> JobSpec:
     if kind is JobKind.SERVICE and any(r.elastic for r in roles.values()):
         raise SpecError("spec.kind", "a service has a fixed size", "set min equal to max for every role")
     estimate = None if spec.estimate is None else parse_duration(spec.estimate, "spec.estimate", ESTIMATE_SECONDS)
+    adaptive = _batch_range(spec.adaptive_batch, kind, architecture)
     return JobSpec(
         name=meta.name,
         queue=meta.queue,
@@ -202,7 +212,25 @@ def job_from_mapping(doc: object) -> JobSpec:
         env=tuple(sorted(spec.env.items())),
         labels=tuple(sorted(meta.labels.items())),
         after=tuple(dict.fromkeys(spec.after)),
+        adaptive_batch=adaptive,
     )
+
+
+def _batch_range(raw: _AdaptiveBatch | None, kind: JobKind, architecture: Architecture) -> BatchRange | None:
+    """`spec.adaptiveBatch` checked: min <= base <= max, all-reduce training jobs only."""
+    if raw is None:
+        return None
+    field = "spec.adaptiveBatch"
+    if kind is not JobKind.TRAINING or architecture is not Architecture.ALLREDUCE:
+        raise SpecError(field, "only all-reduce training jobs adapt their batch size",
+                        "remove adaptiveBatch, or use architecture: allreduce and kind: training")
+    if raw.min > raw.max:
+        raise SpecError(f"{field}.min", f"min ({raw.min}) is larger than max ({raw.max})", "make min <= max")
+    base = raw.min if raw.base is None else raw.base
+    if not raw.min <= base <= raw.max:
+        raise SpecError(f"{field}.base", f"base ({base}) is outside min..max ({raw.min}..{raw.max})",
+                        "set base to the batch your learning rate was tuned for, within min..max")
+    return BatchRange(min=raw.min, max=raw.max, base=base)
 
 
 def load_yaml_text(text: str, where: str = "job") -> object:

@@ -13,21 +13,77 @@ give the running jobs' predicted finish for reservations and `why`'s ETAs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
+from trainmaster.core.job import JobKind
 from trainmaster.policies.backfill import backfill as backfill_hook
-from trainmaster.policies.cycle import AfterHook, Cycle, current_or_min
+from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
+from trainmaster.policies.goodput import choose_batches
+from trainmaster.policies.las import LasOrder, las_preempt
+from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
-from trainmaster.policies.queues import by_priority
+from trainmaster.policies.queues import by_priority, try_place
+from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.workspace import Workspace
 
 Backfill = Literal["none", "greedy", "reserve"]
 
 
+class GainSizing:
+    """Elastic sizing by Optimus' marginal-gain greedy, kept within the queue rules.
+
+    Phase 3 (`size`): the greedy runs over every admitted job from an empty
+    cluster in this cycle's order (`Optimus.size`: minimums first, then one
+    replica at a time to the largest completion-rate gain per dominant share,
+    a resize of a running job charged its restart penalty), giving each elastic
+    job a target. Running jobs above their target shrink to it now; pending jobs
+    ask for their minimum, so preemption and reservations never act for more.
+    Phase 5 (`grow`): jobs below their target grow to it, in order, where it fits.
+    """
+
+    def __init__(self, optimus: Optimus | None = None) -> None:
+        self.optimus = optimus or Optimus()
+        self.target: Sizes = {}
+
+    def size(self, base: SizeHook) -> SizeHook:
+        def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+            sizes = base(snap, jobs, ws)
+            empty = Workspace(snap, empty=True, memo=ws.memo, scoring=ws.scoring)
+            self.target = {jid: want for jid, want in self.optimus.size(snap, jobs, empty).items()
+                           if snap.jobs[jid].spec.elastic and snap.jobs[jid].spec.kind is JobKind.TRAINING}
+            for jid, want in self.target.items():
+                held = sizes.get(jid)
+                if held is not None and snap.jobs[jid].active:
+                    sizes[jid] = {r: min(n, want.get(r, n)) for r, n in held.items()}
+            return sizes
+
+        return size
+
+    def grow(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+        for job in sorted((snap.jobs[jid] for jid in self.target), key=lambda j: ws.rank.get(j.id, len(ws.rank))):
+            held = ws.allocations.get(job.id)
+            want = self.target[job.id]
+            if held and any(held.count(r) < n for r, n in want.items()):
+                try_place(ws, job, {r: max(n, held.count(r)) for r, n in want.items()})
+        return blocked
+
+
+class AdaptiveCycle(Cycle):
+    """A cycle whose plans also carry each adaptive job's batch size (phase 7, `policies/goodput.py`)."""
+
+    def decide(self, snap: Snapshot) -> Plan:
+        plan = super().decide(snap)
+        batches = choose_batches(snap, plan)
+        return replace(plan, batch=batches) if batches else plan
+
+
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
           min_runtime: float = MIN_RUNTIME, load_line: float = LOAD_LINE, interval: float | None = 300.0,
-          use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True) -> Cycle:
+          use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True,
+          las: bool = False, gain: bool = False, fill: bool = True, adaptive: bool = False) -> Cycle:
     """A queue-aware cycle.
 
     `backfill`: "none" (strict order: a blocked head job blocks everyone after
@@ -39,14 +95,22 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     after: list[AfterHook] = []
     if preemption:
         after.append(preempt(min_runtime, victim_index))
+    if las:
+        after.append(las_preempt)
     if backfill == "reserve":
         after.append(backfill_hook(reserve_after))
-    if elastic:
+    size: SizeHook = shrink_for_pending(strict, load_line) if elastic else current_or_min
+    if elastic and gain:
+        sizing = GainSizing()
+        size = sizing.size(size)
+        after.append(sizing.grow)
+    if elastic and fill:
         after.append(grow_into_idle(load_line, use_models=use_models))
-    return Cycle(
+    order: OrderHook = LasOrder() if las else by_priority
+    return (AdaptiveCycle if adaptive else Cycle)(
         name=name,
-        order=by_priority,
-        size=shrink_for_pending(strict, load_line) if elastic else current_or_min,
+        order=order,
+        size=size,
         place=fair_place(strict),
         after=tuple(after),
         interval=interval,
@@ -55,4 +119,4 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
 
 
 def make() -> Cycle:
-    return build("trainmaster", use_models=True)
+    return build("trainmaster", use_models=True, las=True, gain=True, interval=60.0, adaptive=True)
