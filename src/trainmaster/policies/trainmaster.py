@@ -27,9 +27,11 @@ from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.tiresias import INTERVAL
 from trainmaster.policies.workspace import Workspace
 
 Backfill = Literal["none", "greedy", "reserve"]
+TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias' tick)
 
 
 class GainSizing:
@@ -72,12 +74,23 @@ class GainSizing:
 
 
 class AdaptiveCycle(Cycle):
-    """A cycle whose plans also carry each adaptive job's batch size (phase 7, `policies/goodput.py`)."""
+    """A cycle whose plans also carry each adaptive job's batch size (phase 7, `policies/goodput.py`).
+
+    With the LAS order it also asks to be woken at the next demotion or
+    starvation promotion, as `tiresias.Tiresias` does (never sooner than `tick`).
+    """
+
+    tick: float = TICK
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
         batches = choose_batches(snap, plan)
-        return replace(plan, batch=batches) if batches else plan
+        if batches:
+            plan = replace(plan, batch=batches)
+        if isinstance(self.order, LasOrder):
+            wait = self.order.ranks.next_change(snap, plan)
+            plan = replace(plan, wake_after=None if wait is None else max(self.tick, wait))
+        return plan
 
 
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
@@ -119,4 +132,4 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
 
 
 def make() -> Cycle:
-    return build("trainmaster", use_models=True, las=True, gain=True, interval=60.0, adaptive=True)
+    return build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True)
