@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from trainmaster.core.allocation import Allocation, Placement
+from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.errors import SpecError
 from trainmaster.core.events import Report
 from trainmaster.core.job import BatchRange, Role, simple_job
 from trainmaster.core.spec import job_from_mapping
 from trainmaster.core.states import JobState
-from trainmaster.core.cluster import parse_shorthand
 from trainmaster.models.book import ModelBook
 from trainmaster.models.goodput import GoodputSpeed, NoiseScale, batch_candidates, efficiency, gain, noise_scale
 from trainmaster.models.speed import Config, Form, SpeedFit
@@ -63,7 +63,7 @@ def test_best_batch_grows_with_the_noise_scale_and_with_workers() -> None:
     assert best(1000.0, 1) <= best(1000.0, 8)
     g = GoodputSpeed(SPEED, BOUNDS, 1000.0)
     c = Config(4, 0, 1, 32.0)
-    batch, value = g.best(c)
+    _, value = g.best(c)
     assert value == pytest.approx(g.steps_per_s(c))
     assert all(g.goodput(c, b) <= value * (1 + 1e-9) for b in batch_candidates(BOUNDS, 4))
     assert value > g.goodput(c, 32)  # it beats the base batch
@@ -122,7 +122,7 @@ def test_adaptive_batch_field_parses_with_base_defaulting_to_min() -> None:
     assert job_from_mapping(doc).adaptive_batch == BatchRange(min=32, max=1024, base=32)
     doc["spec"] = {**doc["spec"], "architecture": "parameter-server",  # type: ignore[dict-item]
                    "roles": {"worker": {"min": 1}, "ps": {"min": 1}}}
-    with pytest.raises(SpecError, match="spec.adaptiveBatch: only all-reduce"):
+    with pytest.raises(SpecError, match=r"spec\.adaptiveBatch: only all-reduce"):
         job_from_mapping(doc)
 
 

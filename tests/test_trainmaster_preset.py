@@ -1,4 +1,4 @@
-"""The `trainmaster` preset: LAS time sharing within the queue rules, gain sizing, batch choice; invariants and a golden run."""
+"""The `trainmaster` preset: LAS time sharing inside the queue rules, gain sizing, batch choice; invariants, golden run."""
 
 from __future__ import annotations
 

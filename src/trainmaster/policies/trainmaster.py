@@ -1,18 +1,38 @@
-"""`trainmaster`: queues and fair share, priorities and preemption, elastic fill, reservation and backfill.
+"""`trainmaster`: queues and fair share, priorities and preemption, LAS time sharing, goodput sizing.
 
-`build` assembles any combination of this issue's rules into a `Cycle`; the
-`trainmaster` preset turns them all on and learns models online from reports
-(`uses_models`). Sizing is EDL's elastic fill (shrink for pending jobs in
-phase 3, grow into idle capacity last in phase 5), with Optimus' marginal
-gain from the fitted models choosing who grows and when growing stops paying;
-jobs without a predicting model grow by least fulfillment. (Optimus' own size
-phase re-decides every job from an empty cluster; this one keeps running jobs
-where they are, so only the gain rule is shared, not the preset.) Models also
-give the running jobs' predicted finish for reservations and `why`'s ETAs.
+`build` assembles any combination of the queue-aware rules into a `Cycle`
+(the tests of queues, fair share, preemption and backfill pin its defaults;
+`edl` is one such combination). The `trainmaster` preset (`make`) turns on:
+
+- order: services, then priority, then Tiresias' two attained-service queues
+  (`las.LasOrder`), fair share across queues while placing;
+- preemption: the queue rules (services, priority within a queue, reclaim of
+  borrowed quota, `min_runtime`), then LAS within one queue and priority
+  (`las.las_preempt`): time sharing when jobs cannot be resized;
+- sizing: Optimus' marginal-gain greedy over every admitted job
+  (`GainSizing`), running jobs shrunk to their target at once and grown to it
+  where it fits; models fitted online from reports (`uses_models`);
+- reservation and backfill for the blocked head job;
+- batch size: adaptive jobs run at the batch with the most goodput
+  (`policies/goodput.py`); their model's speed is goodput, so GPUs follow it.
+- decisions on events and at the next LAS demotion (no fixed interval).
+
+Why the previous preset was the worst one (Pollux workloads 1-8, 16x4, seed 1,
+bench/results/trainmaster.md): it was FIFO within a priority with a reservation
+for the blocked head job, and preempted only across priorities. At fixed size
+nothing time-shares, so a long job that got its GPUs kept them while short
+jobs queued behind it (head-of-line blocking: Tiresias halves mean JCT on the
+same traces by preempting on attained service), and the reservation held GPUs
+idle for big head jobs. Elastic, it grew jobs only into idle capacity under
+the 0.97 load line and shrank the *most fulfilled* job for newcomers, never the
+one that gains least, so GPUs stayed where they first landed instead of moving
+to the jobs whose completion rate gains most (Optimus' rule). The 300 s
+interval and the 600 s `min_runtime` mattered little (under 3% each).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Literal
 
@@ -68,8 +88,15 @@ class GainSizing:
         for job in sorted((snap.jobs[jid] for jid in self.target), key=lambda j: ws.rank.get(j.id, len(ws.rank))):
             held = ws.allocations.get(job.id)
             want = self.target[job.id]
-            if held and any(held.count(r) < n for r, n in want.items()):
-                try_place(ws, job, {r: max(n, held.count(r)) for r, n in want.items()})
+            if not held:
+                continue
+            counts = {r: max(n, held.count(r)) for r, n in want.items()}
+            while any(held.count(r) < n for r, n in counts.items()):  # the target, else as close as fits
+                result = try_place(ws, job, counts)
+                if result is not None and not isinstance(result, str):
+                    break
+                role = max(counts, key=lambda r: (counts[r] - held.count(r), r.value))
+                counts[role] -= 1
         return blocked
 
 
@@ -81,16 +108,20 @@ class AdaptiveCycle(Cycle):
     """
 
     tick: float = TICK
+    resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
         batches = choose_batches(snap, plan)
         if batches:
             plan = replace(plan, batch=batches)
+        wake = math.inf
         if isinstance(self.order, LasOrder):
             wait = self.order.ranks.next_change(snap, plan)
-            plan = replace(plan, wake_after=None if wait is None else max(self.tick, wait))
-        return plan
+            wake = math.inf if wait is None else max(self.tick, wait)
+        if self.resize_tick is not None and any(j.spec.elastic for j in snap.jobs.values()):
+            wake = min(wake, self.resize_tick)  # models learn between events: revisit elastic sizes
+        return replace(plan, wake_after=None if math.isinf(wake) else wake)
 
 
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,

@@ -94,11 +94,11 @@ def measured_backward(params: list[torch.nn.Parameter], first: torch.Tensor, sec
     n1, n2 = sizes
     for p in params:
         p.grad = None
-    first.backward()
+    torch.autograd.backward(first)
     g1 = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
     for p in params:
         p.grad = None
-    second.backward()
+    torch.autograd.backward(second)
     g2 = [p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in params]
     whole = [(n1 * a + n2 * b) / (n1 + n2) for a, b in zip(g1, g2, strict=True)]
     small = (_sqnorm(g1) + _sqnorm(g2)) / 2
