@@ -1,4 +1,4 @@
-"""The `trainmaster` preset: LAS time sharing inside the queue rules, gain sizing, batch choice; invariants, golden run."""
+"""The `trainmaster` preset: LAS inside the queue rules, gain sizing, batch choice; invariants, golden run."""
 
 from __future__ import annotations
 

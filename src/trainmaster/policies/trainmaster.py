@@ -15,7 +15,8 @@
 - reservation and backfill for the blocked head job;
 - batch size: adaptive jobs run at the batch with the most goodput
   (`policies/goodput.py`); their model's speed is goodput, so GPUs follow it.
-- decisions on events and at the next LAS demotion (no fixed interval).
+- decisions on events, at the next LAS demotion, and every 60 s while elastic
+  jobs are live (their models learn between events).
 
 Why the previous preset was the worst one (Pollux workloads 1-8, 16x4, seed 1,
 bench/results/trainmaster.md): it was FIFO within a priority with a reservation
@@ -52,6 +53,7 @@ from trainmaster.policies.workspace import Workspace
 
 Backfill = Literal["none", "greedy", "reserve"]
 TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias' tick)
+RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
 
 
 class GainSizing:
@@ -88,15 +90,8 @@ class GainSizing:
         for job in sorted((snap.jobs[jid] for jid in self.target), key=lambda j: ws.rank.get(j.id, len(ws.rank))):
             held = ws.allocations.get(job.id)
             want = self.target[job.id]
-            if not held:
-                continue
-            counts = {r: max(n, held.count(r)) for r, n in want.items()}
-            while any(held.count(r) < n for r, n in counts.items()):  # the target, else as close as fits
-                result = try_place(ws, job, counts)
-                if result is not None and not isinstance(result, str):
-                    break
-                role = max(counts, key=lambda r: (counts[r] - held.count(r), r.value))
-                counts[role] -= 1
+            if held and any(held.count(r) < n for r, n in want.items()):
+                try_place(ws, job, {r: max(n, held.count(r)) for r, n in want.items()})
         return blocked
 
 
@@ -163,4 +158,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
 
 
 def make() -> Cycle:
-    return build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True)
+    cycle = build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True)
+    assert isinstance(cycle, AdaptiveCycle)
+    cycle.resize_tick = RESIZE_TICK
+    return cycle
