@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import random
 from collections import Counter
+from dataclasses import dataclass
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,15 +13,15 @@ from hypothesis import strategies as st
 from queue_builders import J, queue, queues, simulate
 from trainmaster.cli.simulate import simulate_one
 from trainmaster.controller.loop import Controller
-from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import BatchRange, Target
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.cluster import Cluster, parse_shorthand
+from trainmaster.core.job import BatchRange, JobSpec, Target
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.policies.trainmaster import AdaptiveCycle
 from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
-from trainmaster.workloads.loaders import load_workload
 
 HOUR = 3600.0
 
@@ -102,14 +105,36 @@ def test_preset_keeps_capacity_gangs_quota_and_runs_every_job_once(
             assert r.spec.min_gpus > 8 or (r.spec.queue == "a" and not borrow_a and r.spec.min_gpus > quota_a)
 
 
-GOLDEN = {"mean_jct": 0.0, "makespan": 0.0, "restarts": 0}
+GOLDEN = {"mean_jct": 17364, "makespan": 70106, "resizes": 35, "preemptions": 8}
+
+
+def golden_workload() -> Workload:
+    """30 jobs of 1-4 GPUs, elastic to 2x, 10 min to 8 h, one every ~8 min on average, with step targets."""
+    rng = random.Random(7)
+    jobs, at = [], 0.0
+    for i in range(30):
+        gpus, hours = rng.choice((1, 1, 2, 4)), rng.choice((0.2, 0.5, 1.0, 3.0, 8.0))
+        at += rng.expovariate(1 / 500)
+        spec = J(f"g{i}", gpus, at, hours * HOUR, max_gpus=2 * gpus,
+                 fields={"target": Target(steps=int(hours * HOUR)), "job_type": f"type{i % 3}"}).spec()
+        jobs.append(WorkloadJob(spec.name, at, spec, SublinearTruth(hours * HOUR, gpus)))
+    return Workload("golden", tuple(jobs))
+
+
+@dataclass(frozen=True)
+class SublinearTruth(LinearTruth):
+    """Speed grows as the square root of the GPUs: more GPUs pay, less and less (so sizing has a choice)."""
+
+    def steps_per_second(self, alloc: Allocation, spec: JobSpec, cluster: Cluster | None = None) -> float:
+        return math.sqrt(alloc.gpus(spec) / self.gpus)
 
 
 def test_golden_run_of_the_preset() -> None:
-    """The preset on a small synthetic workload: its JCT summary is pinned (re-pin on a deliberate change)."""
-    workload = load_workload("synthetic:40", seed=3)
-    result = simulate_one(workload, parse_shorthand("4x4"), "trainmaster",
+    """The preset on a small elastic workload on 2x4: its JCT summary is pinned (re-pin on a deliberate change)."""
+    result = simulate_one(golden_workload(), parse_shorthand("2x4"), "trainmaster",
                           SimConfig(restart_delay=30.0, report_interval=300.0, seed=3))
     s = result.summary
-    assert s.finished == 40
-    assert {"mean_jct": round(s.mean_jct), "makespan": round(s.makespan), "restarts": s.restarts} == GOLDEN
+    assert s.finished == 30
+    got = {"mean_jct": round(s.mean_jct), "makespan": round(s.makespan), "resizes": s.resizes,
+           "preemptions": s.preemptions}
+    assert got == GOLDEN
