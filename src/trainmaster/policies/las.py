@@ -17,9 +17,11 @@ the claimant did not need are put back.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 
 from trainmaster.core.job import JobKind
+from trainmaster.core.resources import Resources
 from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
 from trainmaster.policies.queues import job_order_key
 from trainmaster.policies.snapshot import JobView, Snapshot
@@ -42,7 +44,12 @@ class LasOrder:
 
 
 class SameClassLowerRank(VictimRule):
-    """Victims: training jobs of the claimant's queue and priority ranked after it, lowest ranked first."""
+    """Victims: training jobs of the claimant's queue and priority ranked after it, lowest ranked first.
+
+    Holders are indexed per class, sorted by rank, with suffix sums of what
+    they hold (`room`, an upper bound: evicted holders only lower it), so a
+    decision with many claimants costs one sort, not a scan per claimant.
+    """
 
     put_back = True
     quota_aware = True
@@ -50,24 +57,60 @@ class SameClassLowerRank(VictimRule):
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self.last = len(ws.rank)
+        snap, book = ws.snap, ws.book
+        holders: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        for jid, alloc in ws.allocations.items():
+            job = snap.jobs.get(jid)
+            if alloc and job is not None and job.spec.kind is JobKind.TRAINING:
+                holders.setdefault((book.queue_of(job), job.spec.priority), []).append((self._rank(job), jid))
+        self.ids: dict[tuple[str, int], list[str]] = {}
+        self.ranks: dict[tuple[str, int], list[int]] = {}
+        self.suffix: dict[tuple[str, int], list[Resources]] = {}
+        for key, entries in holders.items():
+            entries.sort()
+            self.ranks[key] = [r for r, _ in entries]
+            self.ids[key] = [jid for _, jid in entries]
+            sums = [Resources()]
+            for _, jid in reversed(entries):
+                sums.append(sums[-1] + ws.allocations[jid].resources(snap.jobs[jid].spec))
+            self.suffix[key] = sums[::-1]  # suffix[i]: held by entries[i:]
 
     def _rank(self, job: JobView) -> int:
         return self.ws.rank.get(job.id, self.last)
 
+    def _class(self, claimant: JobView) -> tuple[tuple[str, int], int] | None:
+        """The claimant's class and the index of its first holder ranked after it; None: it evicts nobody."""
+        if claimant.spec.kind is not JobKind.TRAINING:
+            return None
+        key = (self.ws.book.queue_of(claimant), claimant.spec.priority)
+        ranks = self.ranks.get(key)
+        return None if ranks is None else (key, bisect.bisect_right(ranks, self._rank(claimant)))
+
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return sorted(blocked, key=self._rank)
 
+    def room(self, claimant: JobView) -> Resources | None:
+        found = self._class(claimant)
+        return Resources() if found is None else self.suffix[found[0]][found[1]]
+
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
-        ws = self.ws
-        if claimant.spec.kind is not JobKind.TRAINING:
+        found = self._class(claimant)
+        if found is None:
             return
-        book, mine, rank = ws.book, ws.book.queue_of(claimant), self._rank(claimant)
-        victims = [ws.snap.jobs[jid] for jid, alloc in ws.allocations.items() if alloc and jid in ws.snap.jobs]
-        victims = [v for v in victims if v.spec.kind is JobKind.TRAINING and v.spec.priority == claimant.spec.priority
-                   and self._rank(v) > rank and book.queue_of(v) == mine]
-        for victim in sorted(victims, key=self._rank, reverse=True):
-            if ws.allocations.get(victim.id):
-                yield victim, RANK
+        key, first = found
+        ids, ws = self.ids[key], self.ws
+        for i in range(len(ids) - 1, first - 1, -1):
+            if i < len(ids) and ws.allocations.get(ids[i]):
+                yield ws.snap.jobs[ids[i]], RANK
+
+    def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
+        found = self._class(claimant)
+        if found is None:
+            return
+        ids, ranks = self.ids[found[0]], self.ranks[found[0]]
+        while ids and not self.ws.allocations.get(ids[-1]):  # evicted for good: off the end
+            ids.pop()
+            ranks.pop()
 
 
 def las_preempt(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
