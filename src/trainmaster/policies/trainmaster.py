@@ -129,6 +129,10 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     it), "greedy" (skip it: start anything that fits), "reserve" (reservation
     for the head job plus backfill that cannot delay it; with `reserve_after`
     seconds, only once the head has waited that long, greedy until then).
+    `las`: Tiresias' attained-service order and preemption within a queue and
+    priority (`policies/las.py`); `gain`: elastic targets by Optimus' marginal
+    gain (`GainSizing`); `fill`: EDL's growth into idle capacity last;
+    `adaptive`: an `AdaptiveCycle` (batch sizes, wake-ups at LAS demotions).
     """
     strict = backfill != "greedy"
     after: list[AfterHook] = []
