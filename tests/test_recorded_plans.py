@@ -31,7 +31,7 @@ PINNED = {  # preset -> (digest on 8x4, digest on 8x4 with three queues)
     "srtf": ("536e1eb6e8bfa441", "536e1eb6e8bfa441"),
     "optimus": ("1d11fa5a8d7ede14", "1d11fa5a8d7ede14"),
     "edl": ("7f7999c8f33abf64", "a3a08eaba5a13bb4"),
-    "trainmaster": ("8a2f1f95147fa5a7", "f4292a2a1c4acedf"),
+    "trainmaster": ("0b66539faa0db980", "20e117ac0bc4f715"),  # issue 11: LAS time sharing, gain sizing
 }
 
 

@@ -34,13 +34,16 @@ def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
             stops.append(Action(ActionKind.STOP, job.id, job.spec, EMPTY, reason or "preempted by the policy",
                                 StopCause.PREEMPT))
         elif not have:
-            starts.append(Action(ActionKind.START, job.id, job.spec, want, reason or "placed"))
+            starts.append(Action(ActionKind.START, job.id, job.spec, want, reason or "placed",
+                                 batch=plan.batch.get(job.id)))
         elif _grows_only(have, want):
             recent = job.running_since is not None and snap.now - job.running_since < damping
             if not recent:
                 grows.append(Action(ActionKind.RESIZE, job.id, job.spec, want,
-                                    reason or f"grow {have.describe()} -> {want.describe()}"))
+                                    reason or f"grow {have.describe()} -> {want.describe()}",
+                                    batch=plan.batch.get(job.id)))
         else:
             shrinks.append(Action(ActionKind.RESIZE, job.id, job.spec, want,
-                                  reason or f"resize {have.describe()} -> {want.describe()}"))
+                                  reason or f"resize {have.describe()} -> {want.describe()}",
+                                  batch=plan.batch.get(job.id)))
     return stops + shrinks + grows + starts

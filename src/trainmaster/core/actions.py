@@ -32,3 +32,4 @@ class Action:
     allocation: Allocation = EMPTY
     reason: str = ""
     cause: StopCause | None = None
+    batch: int | None = None  # START/RESIZE of an adaptive job: the global batch the policy chose (TM_BATCH_SIZE)

@@ -39,6 +39,9 @@ class Report:
     steps_per_s: float | None = None
     allocation: Allocation | None = None
     epoch: float | None = None
+    batch: int | None = None  # global batch the job ran these steps at (batch-size adaptation)
+    grad_sqr: float | None = None  # squared norm of the gradient (goodput: the noise scale's signal)
+    grad_var: float | None = None  # its variance at the job's base batch (the noise)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,19 @@ class Target:
     window: int = 100
 
 
+@dataclass(frozen=True, slots=True)
+class BatchRange:
+    """Opt-in to batch-size adaptation (`spec.adaptiveBatch`): the scheduler picks the global batch.
+
+    It stays within `min`..`max`; `base` is the batch the job's learning rate was
+    tuned for (Pollux's M0: statistical efficiency is measured against it).
+    """
+
+    min: int
+    max: int
+    base: int
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """Everything a user says about a job. Immutable; ids are assigned by the controller."""
@@ -85,6 +98,7 @@ class JobSpec:
     budget: float | None = None  # dollars the job may spend in all (None: cost-blind)
     deadline: float | None = None  # seconds after submission by which it should finish (None: none)
     checkpoint_auto: bool = False  # `checkpoint.every` left open: the interval follows the revocation rate
+    adaptive_batch: BatchRange | None = None  # the scheduler picks the global batch in this range (goodput)
 
     def role(self, role: Role) -> RoleSpec | None:
         return self.roles.get(role)

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from trainmaster.core.errors import SpecError, shown
 from trainmaster.core.job import (
     Architecture,
+    BatchRange,
     JobKind,
     JobSpec,
     Role,
@@ -34,6 +35,7 @@ from trainmaster.core.validation import (
     ESTIMATE_SECONDS,
     MAX_ENV_BYTES,
     MAX_TEXT,
+    Batch,
     Epochs,
     Loss,
     Plateau,
@@ -106,6 +108,12 @@ DEFAULT_CHECKPOINT = 300.0
 DEADLINE_SECONDS = (1.0, 365 * 86_400.0)
 
 
+class _AdaptiveBatch(Strict):
+    min: Batch
+    max: Batch
+    base: Batch | None = None  # the batch the learning rate was tuned for (default: min)
+
+
 class _Spec(Strict):
     command: list[_Arg] = Field(default_factory=list, max_length=1024)
     workdir: _Arg | None = None
@@ -125,6 +133,7 @@ class _Spec(Strict):
     job_type: _Text | None = Field(default=None, alias="jobType")
     env: Annotated[dict[str, str], AfterValidator(_env_ok)] = Field(default_factory=dict)
     after: list[_Text] = Field(default_factory=list, max_length=100)  # job ids that must succeed first
+    adaptive_batch: _AdaptiveBatch | None = Field(default=None, alias="adaptiveBatch")
 
 
 class _Document(Strict):
@@ -222,6 +231,7 @@ def job_from_mapping(doc: object, *, submitted: float | None = None) -> JobSpec:
     if spec.budget is not None and spec.budget <= 0:
         raise SpecError("spec.budget", "must be more than 0 dollars", "give the dollars the job may spend, or drop it")
     deadline = None if spec.deadline is None else parse_deadline(spec.deadline, now=submitted)
+    adaptive = _batch_range(spec.adaptive_batch, kind, architecture)
     return JobSpec(
         name=meta.name,
         queue=meta.queue,
@@ -246,7 +256,25 @@ def job_from_mapping(doc: object, *, submitted: float | None = None) -> JobSpec:
         env=tuple(sorted(spec.env.items())),
         labels=tuple(sorted(meta.labels.items())),
         after=tuple(dict.fromkeys(spec.after)),
+        adaptive_batch=adaptive,
     )
+
+
+def _batch_range(raw: _AdaptiveBatch | None, kind: JobKind, architecture: Architecture) -> BatchRange | None:
+    """`spec.adaptiveBatch` checked: min <= base <= max, all-reduce training jobs only."""
+    if raw is None:
+        return None
+    field = "spec.adaptiveBatch"
+    if kind is not JobKind.TRAINING or architecture is not Architecture.ALLREDUCE:
+        raise SpecError(field, "only all-reduce training jobs adapt their batch size",
+                        "remove adaptiveBatch, or use architecture: allreduce and kind: training")
+    if raw.min > raw.max:
+        raise SpecError(f"{field}.min", f"min ({raw.min}) is larger than max ({raw.max})", "make min <= max")
+    base = raw.min if raw.base is None else raw.base
+    if not raw.min <= base <= raw.max:
+        raise SpecError(f"{field}.base", f"base ({base}) is outside min..max ({raw.min}..{raw.max})",
+                        "set base to the batch your learning rate was tuned for, within min..max")
+    return BatchRange(min=raw.min, max=raw.max, base=base)
 
 
 def load_yaml_text(text: str, where: str = "job") -> object:

@@ -42,7 +42,6 @@ from trainmaster.core.events import (
     JobStopped,
     NodeAdded,
     NodeLost,
-    Report,
     RevocationNotice,
     TaskFailed,
 )
@@ -194,6 +193,7 @@ class _Job:
     watch: TargetWatch | None = None
     finished: str | None = None  # reached its target: stopping the tasks, then report success with this
     finish_after: float = 0.0  # a job that reached its target has until then to end on its own
+    batch: int | None = None  # adaptive jobs: the global batch the policy chose, passed as TM_BATCH_SIZE
 
 
     def live(self) -> list[RunningTask]:
@@ -348,6 +348,8 @@ class GangEngine:
             job = self._jobs[action.job_id] = _Job(action.job_id, action.spec,
                                                    attempt=self.runner.last_attempt(action.job_id))
         job.spec = action.spec
+        if action.batch is not None:
+            job.batch = action.batch
         if action.kind is ActionKind.STOP:
             hard = action.cause in (StopCause.NODE_LOST, StopCause.FAILED)
             self._replace(job, None, signal.SIGKILL if hard else signal.SIGTERM, announce=not hard)
@@ -456,6 +458,8 @@ class GangEngine:
         if spec.target.steps:
             shared["TM_TARGET_STEPS"] = str(spec.target.steps)
         shared.update(dict(spec.env))
+        if job.batch is not None:  # the scheduler's choice wins over the spec's own
+            shared["TM_BATCH_SIZE"] = str(job.batch)
         command = self.runner.command(spec)
         per_node: dict[str, int] = {}
         for role, nodes in ((Role.PS, servers), (Role.WORKER, workers)):
@@ -537,9 +541,7 @@ class GangEngine:
                     if not job.running_seen:
                         job.running_seen = True
                         out.append(JobRunning(now, job.job_id, job.allocation))
-                    out.append(Report(now, job.job_id, progress.step, loss=progress.loss,
-                                      samples_per_s=progress.samples_per_s, steps_per_s=progress.steps_per_s,
-                                      allocation=job.allocation, epoch=progress.epoch))
+                    out.append(progress.report(now, job.job_id, job.allocation))
                     if job.finished is None and job.watch is not None:
                         job.finished = job.watch.check(progress)
                         job.finish_after = time.monotonic() + self.target_grace
@@ -594,9 +596,7 @@ class GangEngine:
             out.append(JobRunning(now, job.job_id, job.allocation))
         progress = job.folder.fold(job.progress.read()) if job.progress is not None else None
         if progress is not None:  # the last lines, written at exit
-            out.append(Report(now, job.job_id, progress.step, loss=progress.loss,
-                              samples_per_s=progress.samples_per_s, steps_per_s=progress.steps_per_s,
-                              allocation=job.allocation))
+            out.append(progress.report(now, job.job_id, job.allocation, epoch=False))
         for task in job.live():  # parameter servers that outlived their workers
             task.signal(signal.SIGKILL)
         for task in job.tasks:

@@ -25,6 +25,7 @@ from trainmaster.core.allocation import Allocation
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.models.convergence import LossCurve, Progress, fit_loss_curve, remaining_steps
+from trainmaster.models.goodput import GoodputSpeed, NoiseScale
 from trainmaster.models.priors import TypePriors
 from trainmaster.models.speed import (
     N_PARAMS,
@@ -68,6 +69,13 @@ class JobModel:
     curve: LossCurve | None = None
     # relative speed per GPU type (learned from reports on 2+ types; empty: no evidence, use a prior)
     type_speed: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    goodput: GoodputSpeed | None = None  # adaptive-batch jobs with a noise scale and their own speed fit
+
+    def best_batch(self, workers: int, ps: int = 0, nodes: int = 1) -> int | None:
+        """The global batch with the most goodput on this configuration; None unless the job adapts it."""
+        if self.goodput is None:
+            return None
+        return self.goodput.best(self.config(workers, ps, nodes))[0]
 
     def config(self, workers: int, ps: int = 0, nodes: int = 1) -> Config:
         return Config(workers=workers, ps=ps, nodes=nodes, batch=self.batch)
@@ -92,8 +100,10 @@ class JobLearner:
         self.job_id = job_id
         self.spec = spec
         self.form = form_of(spec)
-        self.batch = global_batch(spec)
-        self.batch_known = label(spec, "batch_size") is not None
+        adaptive = spec.adaptive_batch
+        self.batch = float(adaptive.base) if adaptive else global_batch(spec)
+        self.batch_known = adaptive is not None or label(spec, "batch_size") is not None
+        self.noise = NoiseScale(adaptive.base) if adaptive else None
         self.rows: dict[Config, Row] = {}
         self.steps: list[float] = []
         self.losses: list[float] = []
@@ -120,10 +130,12 @@ class JobLearner:
                 self.steps = self.steps[:half:2] + self.steps[half:]
                 self.losses = self.losses[:half:2] + self.losses[half:]
                 self._curve_points = min(self._curve_points, len(self.steps))
+        if self.noise is not None:
+            self.noise.observe(report.grad_sqr, report.grad_var)
         speed = report.steps_per_s
         if not alloc or speed is None or speed <= 0 or not math.isfinite(speed):
             return False
-        c = config_of(alloc, self.batch)
+        c = config_of(alloc, float(report.batch) if report.batch else self.batch)
         self.max_workers = max(self.max_workers, c.workers)
         y = time_like(self.form, c, speed)
         old = self.rows.get(c)
@@ -221,9 +233,15 @@ class ModelBook:
         speed, basis = self.speed(learner)
         curve = learner.loss_curve()
         left = remaining_steps(spec.target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
+        goodput = None
+        phi = learner.noise.phi if learner.noise is not None else None
+        if phi is not None and speed is not None and basis == "own fit" and spec.adaptive_batch is not None:
+            # Only a fitted law knows how speed moves with the batch; a prior would always pick the largest.
+            goodput = GoodputSpeed(speed, spec.adaptive_batch, phi)
+            speed, basis = goodput, "own fit, goodput"
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
-                        type_speed=self.type_speed(learner))
+                        type_speed=self.type_speed(learner), goodput=goodput)
 
     def type_speed(self, learner: JobLearner) -> Mapping[str, float]:
         """Relative speed per GPU type from the job's own reports, else its job type's; empty below two types."""

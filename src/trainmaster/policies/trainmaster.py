@@ -1,52 +1,159 @@
-"""`trainmaster`: queues and fair share, priorities and preemption, elastic fill, reservation and backfill.
+"""`trainmaster`: queues and fair share, priorities and preemption, LAS time sharing, goodput sizing.
 
-`build` assembles any combination of this issue's rules into a `Cycle`; the
-`trainmaster` preset turns them all on and learns models online from reports
-(`uses_models`). Sizing is EDL's elastic fill (shrink for pending jobs in
-phase 3, grow into idle capacity last in phase 5), with Optimus' marginal
-gain from the fitted models choosing who grows and when growing stops paying;
-jobs without a predicting model grow by least fulfillment. (Optimus' own size
-phase re-decides every job from an empty cluster; this one keeps running jobs
-where they are, so only the gain rule is shared, not the preset.) Models also
-give the running jobs' predicted finish for reservations and `why`'s ETAs.
+`build` assembles any combination of the queue-aware rules into a `Cycle`
+(the tests of queues, fair share, preemption and backfill pin its defaults;
+`edl` is one such combination). The `trainmaster` preset (`make`) turns on:
+
+- order: services, then priority, then Tiresias' two attained-service queues
+  (`las.LasOrder`), fair share across queues while placing;
+- preemption: the queue rules (services, priority within a queue, reclaim of
+  borrowed quota, `min_runtime`), then LAS within one queue and priority
+  (`las.las_preempt`): time sharing when jobs cannot be resized;
+- sizing: Optimus' marginal-gain greedy over every admitted job
+  (`GainSizing`), running jobs shrunk to their target at once and grown to it
+  where it fits; models fitted online from reports (`uses_models`);
+- reservation and backfill for the blocked head job;
+- batch size: adaptive jobs run at the batch with the most goodput
+  (`policies/goodput.py`); their model's speed is goodput, so GPUs follow it.
+- decisions on events, at the next LAS demotion, and every 60 s while elastic
+  jobs are live (their models learn between events).
+
+Why the previous preset was the worst one (Pollux workloads 1-8, 16x4, seed 1,
+bench/results/trainmaster.md): it was FIFO within a priority with a reservation
+for the blocked head job, and preempted only across priorities. At fixed size
+nothing time-shares, so a long job that got its GPUs kept them while short
+jobs queued behind it (head-of-line blocking: Tiresias halves mean JCT on the
+same traces by preempting on attained service), and the reservation held GPUs
+idle for big head jobs. Elastic, it grew jobs only into idle capacity under
+the 0.97 load line and shrank the *most fulfilled* job for newcomers, never the
+one that gains least, so GPUs stayed where they first landed instead of moving
+to the jobs whose completion rate gains most (Optimus' rule). The 300 s
+interval and the 600 s `min_runtime` mattered little (under 3% each).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Literal
 
+from trainmaster.core.job import JobKind
 from trainmaster.policies.backfill import backfill as backfill_hook
-from trainmaster.policies.cycle import AfterHook, Cycle, current_or_min
+from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
+from trainmaster.policies.goodput import choose_batches
+from trainmaster.policies.las import LasOrder, las_preempt
+from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
-from trainmaster.policies.queues import by_priority
+from trainmaster.policies.queues import by_priority, try_place
+from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.tiresias import INTERVAL
+from trainmaster.policies.workspace import Workspace
 
 Backfill = Literal["none", "greedy", "reserve"]
+TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias' tick)
+RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
+
+
+class GainSizing:
+    """Elastic sizing by Optimus' marginal-gain greedy, kept within the queue rules.
+
+    Phase 3 (`size`): the greedy runs over every admitted job from an empty
+    cluster in this cycle's order (`Optimus.size`: minimums first, then one
+    replica at a time to the largest completion-rate gain per dominant share,
+    a resize of a running job charged its restart penalty), giving each elastic
+    job a target. Running jobs above their target shrink to it now; pending jobs
+    ask for their minimum, so preemption and reservations never act for more.
+    Phase 5 (`grow`): jobs below their target grow to it, in order, where it fits.
+    """
+
+    def __init__(self, optimus: Optimus | None = None) -> None:
+        self.optimus = optimus or Optimus()
+        self.target: Sizes = {}
+
+    def size(self, base: SizeHook) -> SizeHook:
+        def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+            sizes = base(snap, jobs, ws)
+            empty = Workspace(snap, empty=True, memo=ws.memo, scoring=ws.scoring)
+            self.target = {jid: want for jid, want in self.optimus.size(snap, jobs, empty).items()
+                           if snap.jobs[jid].spec.elastic and snap.jobs[jid].spec.kind is JobKind.TRAINING}
+            for jid, want in self.target.items():
+                held = sizes.get(jid)
+                if held is not None and snap.jobs[jid].active:
+                    sizes[jid] = {r: min(n, want.get(r, n)) for r, n in held.items()}
+            return sizes
+
+        return size
+
+    def grow(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+        for job in sorted((snap.jobs[jid] for jid in self.target), key=lambda j: ws.rank.get(j.id, len(ws.rank))):
+            held = ws.allocations.get(job.id)
+            want = self.target[job.id]
+            if held and any(held.count(r) < n for r, n in want.items()):
+                try_place(ws, job, {r: max(n, held.count(r)) for r, n in want.items()})
+        return blocked
+
+
+class AdaptiveCycle(Cycle):
+    """A cycle whose plans also carry each adaptive job's batch size (phase 7, `policies/goodput.py`).
+
+    With the LAS order it also asks to be woken at the next demotion or
+    starvation promotion, as `tiresias.Tiresias` does (never sooner than `tick`).
+    """
+
+    tick: float = TICK
+    resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
+
+    def decide(self, snap: Snapshot) -> Plan:
+        plan = super().decide(snap)
+        batches = choose_batches(snap, plan)
+        if batches:
+            plan = replace(plan, batch=batches)
+        wake = math.inf
+        if isinstance(self.order, LasOrder):
+            wait = self.order.ranks.next_change(snap, plan)
+            wake = math.inf if wait is None else max(self.tick, wait)
+        if self.resize_tick is not None and any(j.spec.elastic for j in snap.jobs.values()):
+            wake = min(wake, self.resize_tick)  # models learn between events: revisit elastic sizes
+        return replace(plan, wake_after=None if math.isinf(wake) else wake)
 
 
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
           min_runtime: float = MIN_RUNTIME, load_line: float = LOAD_LINE, interval: float | None = 300.0,
-          use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True) -> Cycle:
+          use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True,
+          las: bool = False, gain: bool = False, fill: bool = True, adaptive: bool = False) -> Cycle:
     """A queue-aware cycle.
 
     `backfill`: "none" (strict order: a blocked head job blocks everyone after
     it), "greedy" (skip it: start anything that fits), "reserve" (reservation
     for the head job plus backfill that cannot delay it; with `reserve_after`
     seconds, only once the head has waited that long, greedy until then).
+    `las`: Tiresias' attained-service order and preemption within a queue and
+    priority (`policies/las.py`); `gain`: elastic targets by Optimus' marginal
+    gain (`GainSizing`); `fill`: EDL's growth into idle capacity last;
+    `adaptive`: an `AdaptiveCycle` (batch sizes, wake-ups at LAS demotions).
     """
     strict = backfill != "greedy"
     after: list[AfterHook] = []
     if preemption:
         after.append(preempt(min_runtime, victim_index))
+    if las:
+        after.append(las_preempt)
     if backfill == "reserve":
         after.append(backfill_hook(reserve_after))
-    if elastic:
+    size: SizeHook = shrink_for_pending(strict, load_line) if elastic else current_or_min
+    if elastic and gain:
+        sizing = GainSizing()
+        size = sizing.size(size)
+        after.append(sizing.grow)
+    if elastic and fill:
         after.append(grow_into_idle(load_line, use_models=use_models))
-    return Cycle(
+    order: OrderHook = LasOrder() if las else by_priority
+    return (AdaptiveCycle if adaptive else Cycle)(
         name=name,
-        order=by_priority,
-        size=shrink_for_pending(strict, load_line) if elastic else current_or_min,
+        order=order,
+        size=size,
         place=fair_place(strict),
         after=tuple(after),
         interval=interval,
@@ -55,4 +162,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
 
 
 def make() -> Cycle:
-    return build("trainmaster", use_models=True)
+    cycle = build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True)
+    assert isinstance(cycle, AdaptiveCycle)
+    cycle.resize_tick = RESIZE_TICK
+    return cycle

@@ -41,6 +41,7 @@ class Reporter:
         self._samples = 0
         self._last_flush = 0.0  # 0: the first report flushes at once
         self._fd: int | None = None
+        self.fields: dict[str, float] = {}  # written on every line from now on (`Session.annotate`)
 
     def report(self, step: int, loss: float | torch.Tensor | None = None, samples: int | None = None,
                **extra: float) -> None:
@@ -63,7 +64,7 @@ class Reporter:
                 self.flush()
 
     def _close_group(self, now: float, extra: dict[str, float] | None = None) -> None:
-        line: dict[str, Any] = {"t": now, "step": self._step}
+        line: dict[str, Any] = {"t": now, "step": self._step, **self.fields}
         if self._loss_n:
             line["loss"] = self._loss_sum / self._loss_n
         elif self._loss_tensor is not None:

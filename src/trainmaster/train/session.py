@@ -100,6 +100,10 @@ class Session:
         """
         self.reporter.report(step, loss=loss, samples=samples, **extra)
 
+    def annotate(self, **values: float) -> None:
+        """Fields every following progress line carries (`batch`, `grad_sqr`, `grad_var`), at no cost per step."""
+        self.reporter.fields.update(values)
+
     # -- checkpoints ---------------------------------------------------------
     def restore(self) -> dict[str, Any] | None:
         """The state of the last checkpoint (and `start_step` set from it), or None on a fresh start."""

@@ -1,0 +1,114 @@
+"""Goodput (Pollux, OSDI'21): throughput times statistical efficiency, for jobs that adapt their batch size.
+
+A larger global batch `M` runs more samples per second but each sample helps
+less. With the gradient noise scale `phi` (samples; `phi = M0 * var / sqr`
+from the gradient's squared norm `sqr` and its variance `var` at the batch `M0`
+the learning rate was tuned for), one step at batch `M` makes as much progress
+as `gain(M) = M (phi + M0) / (M0 (phi + M))` steps at `M0` (McCandlish et al.
+2018; Pollux section 3.1), and a sample is worth `efficiency(M) = (phi + M0) / (phi + M)`
+of one at `M0`. Goodput = steps/s at `M` (the fitted speed model, whose
+all-reduce form has the local batch `M/K` as a feature) x `gain(M)`: steps at
+`M0` per second. Remaining work of an adaptive job is counted in those steps.
+
+`NoiseScale` smooths the `grad_sqr`/`grad_var` jobs report (an exponential
+moving average of each, as Pollux does, since single estimates are noisy);
+`GoodputSpeed` is a `SpeedPredictor` in `M0`-steps per second at the best
+batch for each configuration, so every rule that reads a speed model (Optimus'
+marginal gain, reservations, ETAs) sizes adaptive jobs by goodput unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from trainmaster.core.job import BatchRange
+from trainmaster.models.speed import Config, SpeedPredictor
+
+SMOOTHING = 0.2  # weight of the newest report in the moving averages
+CANDIDATES = 24  # batch sizes tried per configuration, geometric between the bounds
+
+
+def gain(batch: float, base: float, noise: float) -> float:
+    """Progress of one step at `batch`, in steps at `base` (1 at `base`; `noise` = inf: linear in the batch)."""
+    if math.isinf(noise):
+        return batch / base
+    return batch * (noise + base) / (base * (noise + batch))
+
+
+def efficiency(batch: float, base: float, noise: float) -> float:
+    """Progress per sample at `batch` relative to one at `base`, in (0, 1] for `batch >= base`."""
+    return gain(batch, base, noise) * base / batch
+
+
+def noise_scale(sqr: float, var: float, base: float) -> float:
+    """`phi = base * var / sqr` in samples; inf when the gradient's norm is not positive (all noise)."""
+    if not (sqr > 0 and math.isfinite(sqr)) or not math.isfinite(var):
+        return math.inf
+    return base * max(var, 0.0) / sqr
+
+
+class NoiseScale:
+    """Moving averages of a job's reported `grad_sqr` and `grad_var` (at its base batch)."""
+
+    def __init__(self, base: float, smoothing: float = SMOOTHING) -> None:
+        self.base = base
+        self.smoothing = smoothing
+        self.sqr: float | None = None
+        self.var: float | None = None
+        self.count = 0
+
+    def observe(self, sqr: float | None, var: float | None) -> bool:
+        """Fold one report in; False (ignored) unless both are finite and var >= 0, sqr > 0."""
+        if sqr is None or var is None or not (math.isfinite(sqr) and math.isfinite(var)) or sqr <= 0 or var < 0:
+            return False
+        a = self.smoothing if self.count else 1.0
+        self.sqr = sqr if self.sqr is None else self.sqr + a * (sqr - self.sqr)
+        self.var = var if self.var is None else self.var + a * (var - self.var)
+        self.count += 1
+        return True
+
+    @property
+    def phi(self) -> float | None:
+        """The noise scale in samples, or None before any report."""
+        if self.sqr is None or self.var is None:
+            return None
+        return noise_scale(self.sqr, self.var, self.base)
+
+
+def batch_candidates(bounds: BatchRange, workers: int) -> list[int]:
+    """Global batches to try on `workers` replicas: whole multiples of `workers` within the bounds."""
+    w = max(workers, 1)
+    lo = max(-(-bounds.min // w), 1)  # local batch
+    hi = bounds.max // w
+    if hi < lo:
+        return [lo * w]  # the range is narrower than one sample per worker: the smallest even split
+    if hi == lo:
+        return [lo * w]
+    ratio = (hi / lo) ** (1.0 / (CANDIDATES - 1))
+    local = {lo, hi, *(round(lo * ratio**i) for i in range(CANDIDATES))}
+    return sorted(m * w for m in local if lo <= m <= hi)
+
+
+@dataclass(frozen=True)
+class GoodputSpeed(SpeedPredictor):
+    """Steps at the base batch per second, at the best batch for the configuration (module doc)."""
+
+    speed: SpeedPredictor  # steps/s at any (workers, nodes, batch)
+    bounds: BatchRange
+    phi: float
+
+    def goodput(self, c: Config, batch: float) -> float:
+        return self.speed.steps_per_s(c._replace(batch=float(batch))) * gain(batch, self.bounds.base, self.phi)
+
+    def best(self, c: Config) -> tuple[int, float]:
+        """(global batch, goodput) that maximizes goodput on `c`; ties to the smaller batch."""
+        best = (self.bounds.base, -1.0)
+        for batch in batch_candidates(self.bounds, c.workers):
+            value = self.goodput(c, batch)
+            if value > best[1] * (1 + 1e-9):
+                best = (batch, value)
+        return best[0], max(best[1], 0.0)
+
+    def steps_per_s(self, c: Config) -> float:
+        return self.best(c)[1]

@@ -1,0 +1,43 @@
+"""Batch-size adaptation (Pollux): each adaptive job runs at the global batch with the most goodput.
+
+The last phase of the `trainmaster` preset, after the allocations are decided:
+every job that opted in (`spec.adaptiveBatch`) and holds resources in the plan
+gets the batch that maximizes its goodput on that allocation
+(`JobModel.best_batch`: fitted speed x statistical efficiency from its
+gradient noise scale, `models/goodput.py`). Until the job's own speed fit and
+noise scale exist it runs at its base batch. The engine hands the batch to the
+job when it (re)starts (`TM_BATCH_SIZE`); a running job keeps the batch it was
+started with until its allocation changes, as in Pollux, where a new batch
+comes with a re-allocation. GPU counts follow goodput too: the job's model
+predicts its speed in base-batch steps at the best batch (`GoodputSpeed`), so
+the size phase's marginal-gain rule weighs GPUs by goodput gained.
+"""
+
+from __future__ import annotations
+
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.job import Role
+from trainmaster.policies.snapshot import Plan, Snapshot
+
+
+def batch_for(snap: Snapshot, job_id: str, alloc: Allocation) -> int | None:
+    """The batch an adaptive job should start with on `alloc`; None for jobs that do not adapt."""
+    job = snap.jobs.get(job_id)
+    bounds = job.spec.adaptive_batch if job is not None else None
+    if job is None or bounds is None or not alloc:
+        return None
+    model = snap.models.get(job_id)
+    workers = alloc.count(Role.WORKER)
+    nodes = len({t.node for t in alloc.tasks if t.role is Role.WORKER}) or 1
+    best = model.best_batch(workers, 0, nodes) if model is not None else None
+    return bounds.base if best is None else best
+
+
+def choose_batches(snap: Snapshot, plan: Plan) -> dict[str, int]:
+    """Phase 7: the batch of every adaptive job the plan runs (module doc)."""
+    out: dict[str, int] = {}
+    for jid, alloc in plan.allocations.items():
+        batch = batch_for(snap, jid, alloc)
+        if batch is not None:
+            out[jid] = batch
+    return out

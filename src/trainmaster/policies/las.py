@@ -1,0 +1,120 @@
+"""Least-attained-service time sharing inside the queue rules: Tiresias' 2D-LAS for queue-aware presets.
+
+`LasOrder` is the order hook: Tiresias' two attained-service queues
+(`tiresias.TiresiasOrder`, the one copy of that logic) refine the queue-aware
+base order, which stays first: services, then priority (`queues.job_order_key`);
+fair share across queues is applied while placing, as before. Among jobs of
+one class a job that attained less service comes first, so a short job that
+arrives behind a long one overtakes it once the long one drops to Q1.
+
+`las_preempt` is the phase-5 hook that makes the order preemptive, as
+Tiresias is: a blocked job evicts running jobs ranked after it, lowest ranked
+first, but only within its own class (same queue, same priority, training
+jobs): across queues and priorities the queue rules (`preemption.preempt`:
+priority, reclaim, `min_runtime`) still decide who may evict whom. Victims
+the claimant did not need are put back.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+from trainmaster.core.job import JobKind
+from trainmaster.core.resources import Resources
+from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
+from trainmaster.policies.queues import job_order_key
+from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.tiresias import STARVATION, THRESHOLD, TiresiasOrder
+from trainmaster.policies.workspace import Workspace
+
+
+def _class_key(job: JobView) -> tuple[int, int]:
+    return job_order_key(job)[:2]  # services first, then higher priority
+
+
+class LasOrder:
+    """Order hook: the queue-aware class first, then Tiresias' attained-service queues (module doc)."""
+
+    def __init__(self, threshold: float = THRESHOLD, starvation: float | None = STARVATION) -> None:
+        self.ranks = TiresiasOrder(threshold, starvation)
+
+    def __call__(self, snap: Snapshot) -> list[JobView]:
+        return sorted(self.ranks(snap), key=_class_key)  # stable: LAS order within a class
+
+
+class SameClassLowerRank(VictimRule):
+    """Victims: training jobs of the claimant's queue and priority ranked after it, lowest ranked first.
+
+    Holders are indexed per class, sorted by rank, with suffix sums of what
+    they hold (`room`, an upper bound: evicted holders only lower it), so a
+    decision with many claimants costs one sort, not a scan per claimant.
+    """
+
+    put_back = True
+    quota_aware = True
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.last = len(ws.rank)
+        snap, book = ws.snap, ws.book
+        holders: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        for jid, alloc in ws.allocations.items():
+            job = snap.jobs.get(jid)
+            if alloc and job is not None and job.spec.kind is JobKind.TRAINING:
+                holders.setdefault((book.queue_of(job), job.spec.priority), []).append((self._rank(job), jid))
+        self.ids: dict[tuple[str, int], list[str]] = {}
+        self.ranks: dict[tuple[str, int], list[int]] = {}
+        self.suffix: dict[tuple[str, int], list[Resources]] = {}
+        for key, entries in holders.items():
+            entries.sort()
+            self.ranks[key] = [r for r, _ in entries]
+            self.ids[key] = [jid for _, jid in entries]
+            sums = [Resources()]
+            for _, jid in reversed(entries):
+                sums.append(sums[-1] + ws.allocations[jid].resources(snap.jobs[jid].spec))
+            self.suffix[key] = sums[::-1]  # suffix[i]: held by entries[i:]
+
+    def _rank(self, job: JobView) -> int:
+        return self.ws.rank.get(job.id, self.last)
+
+    def _class(self, claimant: JobView) -> tuple[tuple[str, int], int] | None:
+        """The claimant's class and the index of its first holder ranked after it; None: it evicts nobody."""
+        if claimant.spec.kind is not JobKind.TRAINING:
+            return None
+        key = (self.ws.book.queue_of(claimant), claimant.spec.priority)
+        ranks = self.ranks.get(key)
+        return None if ranks is None else (key, bisect.bisect_right(ranks, self._rank(claimant)))
+
+    def claimants(self, blocked: list[JobView]) -> list[JobView]:
+        return sorted(blocked, key=self._rank)
+
+    def room(self, claimant: JobView) -> Resources | None:
+        found = self._class(claimant)
+        return Resources() if found is None else self.suffix[found[0]][found[1]]
+
+    def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
+        found = self._class(claimant)
+        if found is None:
+            return
+        key, first = found
+        ids, ws = self.ids[key], self.ws
+        for i in range(len(ids) - 1, first - 1, -1):
+            if i < len(ids) and ws.allocations.get(ids[i]):
+                yield ws.snap.jobs[ids[i]], RANK
+
+    def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
+        found = self._class(claimant)
+        if found is None:
+            return
+        ids, ranks = self.ids[found[0]], self.ranks[found[0]]
+        while ids and not self.ws.allocations.get(ids[-1]):  # evicted for good: off the end
+            ids.pop()
+            ranks.pop()
+
+
+def las_preempt(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+    """Phase 5: a blocked job evicts lower-ranked jobs of its own class (module doc)."""
+    if not blocked:
+        return []
+    return preempt_with(snap, blocked, ws, SameClassLowerRank(ws))
