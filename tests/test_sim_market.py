@@ -49,8 +49,10 @@ class Recording(SimEngine):
 
 
 def _workload(*jobs: tuple[str, int, float], checkpoint: float = 300.0) -> Workload:
+    """Jobs whose whole gang may run on transient nodes (`anchorsOnDemand: false`)."""
     return Workload("t", tuple(
-        WorkloadJob(name, 0.0, replace(simple_job(name, gpus), checkpoint_every=checkpoint), LinearTruth(secs, gpus))
+        WorkloadJob(name, 0.0, replace(simple_job(name, gpus), checkpoint_every=checkpoint, anchors_on_demand=False),
+                    LinearTruth(secs, gpus))
         for name, gpus, secs in jobs))
 
 
