@@ -70,6 +70,8 @@ class Controller:
         self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
         self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
+        # job id -> the reason a decision last noted on its record, while that is still its latest note
+        self._said: dict[str, str] = {}
         # Jobs backing off after a failure, out of every decision until their `retry_at` (Kueue's requeue backoff).
         self.parked: dict[str, JobRecord] = {}
         self.backoff = backoff  # (first delay, cap) in seconds; doubles per restart
@@ -110,6 +112,7 @@ class Controller:
         self.live[jid] = record
         self._views[jid] = record.live_view(self._service_clock)
         record.watch = self._stale
+        record.said = self._said
         self._pending[jid] = None
         self._position[jid] = len(self.jobs)
         self._dirty = True
@@ -133,6 +136,7 @@ class Controller:
         for book in (self.jobs, self.live, self.parked, self._views, self._pending, self._position, self._stale):
             book.pop(job_id, None)  # type: ignore[attr-defined]
         record.watch = None
+        self._said.pop(job_id, None)
         self._dirty = True
         return record
 
@@ -192,11 +196,19 @@ class Controller:
             record = self.jobs[jid]
             if record.state is JobState.PENDING:
                 self._finish(record, JobState.REJECTED, now, reason)
-        for jid, reason in plan.reasons.items():
+        said = self._said
+        reasons = plan.reasons
+        # Only reasons that differ from what an earlier decision noted (C-level set difference: thousands
+        # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
+        # drops the job from `said`, so its reason is checked again here.
+        changed = reasons.items() - said.items() if isinstance(reasons, dict) else reasons.items()
+        for jid, reason in changed:
             noted = self.live.get(jid)
-            if noted is not None and jid not in plan.rejected and (
-                    noted.why != reason or not noted.decisions or noted.decisions[-1][1] != reason):
+            if noted is None or jid in plan.rejected:
+                continue
+            if noted.why != reason or not noted.decisions or noted.decisions[-1][1] != reason:
                 noted.note(now, reason)  # (noting an unchanged reason again would change nothing)
+            said[jid] = reason
         for action in actions:
             self._commit(action, now)
         if actions:

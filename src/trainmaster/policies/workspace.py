@@ -248,6 +248,14 @@ class Workspace:
             wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
         self.waits[job_id] = wait[1]
 
+    def block_all_behind(self, job_ids: list[str], head_id: str) -> None:
+        """`block_behind` for many jobs at once (a C-level update: the line behind a head can be long)."""
+        if not job_ids:
+            return
+        self.block_behind(job_ids[0], head_id)
+        assert self._behind is not None
+        self.waits.update(dict.fromkeys(job_ids, self._behind[1]))
+
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
         return None if wait is None else wait.kind
@@ -472,12 +480,12 @@ class Workspace:
         else:
             allocations = {jid: a for jid, a in self.allocations.items() if a}
         reasons = {jid: text for jid, text in self.notes.items() if jid in allocations}
-        waits = {jid: w for jid, w in self.waits.items() if jid not in allocations and jid not in self.rejected}
-        last: Wait | None = None
-        text = ""
-        for jid, wait in waits.items():
-            if wait is not last:  # the jobs behind one head share one wait: render it once
-                last, text = wait, render(wait)
-            reasons[jid] = text
+        # C-level passes over the waiting jobs: thousands of them may share a few waits (one per head).
+        waits = dict(self.waits)
+        for jid in (waits.keys() & allocations.keys()) | (waits.keys() & self.rejected.keys()):
+            del waits[jid]
+        shared = waits.values()
+        texts = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared)).items()}
+        reasons.update(zip(waits, map(texts.__getitem__, map(id, shared))))
         return Plan(allocations=allocations, reasons=reasons, waits=waits, rejected=dict(self.rejected),
                     eta=dict(self.eta))
