@@ -32,6 +32,7 @@ OrderHook = Callable[[Snapshot], list[JobView]]
 SizeHook = Callable[[Snapshot, list[JobView], Workspace], Sizes]
 PlaceHook = Callable[[Snapshot, list[JobView], Mapping[str, Mapping[Role, int]], Workspace], list[JobView]]
 AfterHook = Callable[[Snapshot, list[JobView], Workspace], list[JobView]]
+LinePlace = Callable[[Snapshot, list[str], PendingLine, Workspace], bool]  # `Cycle.from_line`
 
 
 _SUBMIT_ORDER = attrgetter("submit_time", "id")
@@ -99,6 +100,23 @@ def place_in_order(strict: bool) -> PlaceHook:
     return InOrder(strict)
 
 
+def head_of_line(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace) -> bool:
+    """`from_line` for strict submit order at the minimum size (fifo): place up to the first job that does
+    not fit; every later one waits behind it (C-level passes over the line, no Python step per job)."""
+    jobs, bad = snap.jobs, line.bad
+    for i, jid in enumerate(ids):
+        if jid in bad:
+            continue
+        job = jobs[jid]
+        want = minimum(job.spec)
+        if ws.place(job, want) is None:
+            ws.block_for_room(job, want)
+            rest = ids[i + 1:]
+            ws.block_all_behind(list(filterfalse(bad.__contains__, rest)) if bad else rest, jid)
+            break
+    return True
+
+
 _UNSEEN = "?"  # `ClusterMemo.never` has no verdict yet (a verdict is None or a non-empty reason)
 
 
@@ -129,7 +147,11 @@ class Cycle:
     scoring: Scoring = TIGHTEST  # node scorers and weights for placement (workspace module doc)
     uses_models: bool = False  # the controller fits models online from reports (Policy protocol)
     memo: ClusterMemo | None = field(default=None, repr=False)  # cross-decision: eligible nodes, never-fits
-    line: PendingLine | None = field(default=None, repr=False)  # cross-decision: the line, for `_head_of_line`
+    # Optional fast path for `pending_only` cycles without `after` hooks: phases 3-4 from the line of pending
+    # jobs kept across decisions (`pending.PendingLine`), for a cost that follows what changed. It must plan
+    # exactly as the phases would, and returns False (having changed nothing) where it cannot.
+    from_line: LinePlace | None = None
+    line: PendingLine | None = field(default=None, repr=False)  # cross-decision: the line `from_line` reads
 
     def admit(self, snap: Snapshot, ws: Workspace) -> list[JobView]:
         """Phase 2: reject pending jobs that can never fit (with the reason); order the rest."""
@@ -156,18 +178,14 @@ class Cycle:
         return admitted
 
     def decide(self, snap: Snapshot) -> Plan:
-        if (self.pending_only and not self.preemptive and not self.after and self.order is by_submit_time
-                and self.size is current_or_min and isinstance(self.place, InOrder) and self.place.strict):
-            return self._head_of_line(snap)
+        if self.from_line is not None and self.pending_only and not self.preemptive and not self.after:
+            plan = self._decide_from_line(snap, self.from_line)
+            if plan is not None:
+                return plan
         return self.run(snap, pending_only=self.pending_only, after=self.after)
 
-    def _head_of_line(self, snap: Snapshot) -> Plan:
-        """`run` for strict submit order on pending jobs (fifo), from the head of the line alone.
-
-        The same plan as the phases make (`tests/test_head_of_line.py`): jobs are placed
-        in line order until one does not fit; every later one waits behind it, which
-        costs C-level passes over the line, not a placement attempt or a Python step each.
-        """
+    def _decide_from_line(self, snap: Snapshot, place: LinePlace) -> Plan | None:
+        """The phases for a pending-only cycle, with admit and order kept across decisions (`from_line`)."""
         clock = perf_counter
         t0 = clock()
         ws = Workspace(snap, memo=self.memo, scoring=self.scoring)  # 1. scratch copy
@@ -178,24 +196,11 @@ class Cycle:
             pending = tuple(jid for jid, j in snap.jobs.items() if j.pending)
         t1 = clock()
         ids = line.sync(snap, pending, memo)  # 2. admit: the line in order, never-fits verdicts
-        bad = line.bad
-        if bad:
+        if line.bad:
             ws.rejected.update(line.rejected(ids, memo))
         t2 = clock()
-        jobs = snap.jobs
-        head = -1
-        for i, jid in enumerate(ids):  # 3-4. size (the minimum) and place, in line order, up to the head
-            if jid in bad:
-                continue
-            job = jobs[jid]
-            want = minimum(job.spec)
-            if ws.place(job, want) is None:
-                ws.block_for_room(job, want)
-                head = i
-                break
-        if head >= 0:
-            rest = ids[head + 1:]
-            ws.block_all_behind(list(filterfalse(bad.__contains__, rest)) if bad else rest, ids[head])
+        if not place(snap, ids, line, ws):  # 3-4. size and place
+            return None
         t3 = clock()
         plan = ws.plan()  # 6. the controller diffs the plan into actions
         return replace(plan, timings={"snapshot": t1 - t0, "admit": t2 - t1, "size": 0.0, "place": t3 - t2,

@@ -11,14 +11,22 @@ they hold: `drf` never preempts or resizes.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Mapping
+from itertools import filterfalse
+from operator import itemgetter
+from typing import cast
 
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min
 from trainmaster.policies.snapshot import JobView, Snapshot
-from trainmaster.policies.workspace import Workspace
+from trainmaster.policies.pending import PendingLine
+from trainmaster.policies.waits import Wait
+from trainmaster.policies.workspace import Workspace, minimum, room_wait
+
+_ID = itemgetter(1)
 
 
 def _grow(job: JobView, counts: Mapping[Role, int]) -> dict[Role, int] | None:
@@ -78,5 +86,64 @@ def progressive_fill(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Ma
     return blocked
 
 
+def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace) -> bool:
+    """`from_line` for `progressive_fill` when every pending job is in one queue at a fixed size.
+
+    Then the turns go to pending jobs in line order and each places its gang or
+    waits; free capacity only shrinks, so once a job does not fit, no later job of
+    its shape (`pending.shape_of`) does. Each shape is tried until it fails, and its
+    remaining jobs wait at once, each with the free capacity its turn would have seen.
+    False (nothing changed) for several queues or elastic jobs: `progressive_fill` decides.
+    """
+    line.reshape(snap, ids)
+    by_shape, bad = line.by_shape, line.bad
+    if len({shape[0] for shape in by_shape}) > 1:
+        return False
+    for shape in by_shape:
+        roles = shape[3]
+        if len(roles) != 1 or roles[0][2] != roles[0][3]:  # one role, not elastic: no growth turns
+            return False
+    jobs = snap.jobs
+    heap = [(part[0], 0, part) for part in by_shape.values() if part[0][1] not in bad]
+    heapq.heapify(heap)
+    start = ws.total_free
+    placed: list[tuple[float, str]] = []  # keys of the jobs placed, in line order
+    frees: list[Resources] = []  # free capacity after each of them
+    failed: list[tuple[list[tuple[float, str]], int, JobView, dict[Role, int]]] = []
+    while heap:
+        key, i, part = heapq.heappop(heap)
+        job = jobs[key[1]]
+        want = minimum(job.spec)
+        found = ws.find(job, want)
+        if found is None:
+            failed.append((part, i, job, want))
+            continue
+        ws.assign(job, found)
+        ws.want[job.id] = dict(want)
+        placed.append(key)
+        frees.append(ws.total_free)
+        if i + 1 < len(part):
+            heapq.heappush(heap, (part[i + 1], i + 1, part))
+    if not failed:
+        return True
+    blocked: dict[str, Wait] = {}
+    for part, i, job, want in failed:
+        k = bisect.bisect_left(placed, part[i])  # jobs placed before this one's turn
+        lo = i
+        while lo < len(part):
+            hi = bisect.bisect_left(part, placed[k], lo) if k < len(placed) else len(part)
+            if hi > lo:
+                wait = room_wait(job.spec, want, frees[k - 1] if k else start)
+                blocked.update(dict.fromkeys(map(_ID, part[lo:hi]), wait))
+            lo, k = hi, k + 1
+    waits = dict.fromkeys(filterfalse(bad.__contains__, ids) if bad else ids)  # line order, as the turns went
+    waits.update(blocked)
+    for key in placed:
+        del waits[key[1]]
+    ws.waits.update(cast(dict[str, Wait], waits))
+    return True
+
+
 def make() -> Cycle:
-    return Cycle(name="drf", order=by_submit_time, size=current_or_min, place=progressive_fill, pending_only=True)
+    return Cycle(name="drf", order=by_submit_time, size=current_or_min, place=progressive_fill, pending_only=True,
+                 from_line=fill_by_shape)

@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import bisect
 from itertools import filterfalse
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
+from trainmaster.core.job import JobSpec, Role, TransientUse
+from trainmaster.core.resources import Resources
 from trainmaster.policies.snapshot import Snapshot
 from trainmaster.policies.workspace import ClusterMemo, never_fits
 
 _Key = tuple[float, str]  # (submit time, id): `cycle.by_submit_time`'s order
 _ID = itemgetter(1)
+_SPEC = attrgetter("spec")
+# What placing a job's minimum gang depends on: its queue, eligible pool, and per role its resources and range.
+Shape = tuple[str, bool, tuple[str, ...], tuple[tuple[Role, Resources, int, int], ...]]
+
+
+def shape_of(spec: JobSpec) -> Shape:
+    """Jobs of one shape fit, or do not fit, in the same free capacity (and never-fit alike)."""
+    return (spec.queue, spec.transient is TransientUse.NEVER, spec.gpu_types if spec.min_gpus > 0 else (),
+            tuple((role, r.resources, r.min, r.max) for role, r in spec.roles.items()))
 
 
 class PendingLine:
@@ -26,13 +37,16 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "key_of", "keys", "memo")
+    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "shape", "specs")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
         self.key_of: dict[str, _Key] = {}
         self.bad: set[str] = set()  # members with a never-fits verdict
         self.memo: ClusterMemo | None = None  # the cluster memo the verdicts come from
+        self.shape: dict[str, Shape] = {}  # member id -> its shape
+        self.by_shape: dict[Shape, list[_Key]] = {}  # the line split by shape, each part in line order
+        self.specs: dict[str, JobSpec] = {}  # the specs the shapes were taken from (`reshape`)
 
     def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order."""
@@ -48,6 +62,7 @@ class PendingLine:
             else:
                 self.keys = list(filterfalse(dropped.__contains__, self.keys))
             self.bad -= gone
+            self._drop_shapes(gone, dropped)
         if memo is not self.memo:  # another cluster: every verdict again
             self.memo = memo
             self.bad = {jid for jid in key_of if self._never(snap, jid, memo)}
@@ -58,6 +73,13 @@ class PendingLine:
                 key_of[key[1]] = key
                 if self._never(snap, key[1], memo):
                     self.bad.add(key[1])
+                spec = self.specs[key[1]] = jobs[key[1]].spec
+                shape = self.shape[key[1]] = shape_of(spec)
+                part = self.by_shape.setdefault(shape, [])
+                if part and key < part[-1]:
+                    bisect.insort(part, key)
+                else:
+                    part.append(key)
             keys = self.keys
             if not keys or added[0] >= keys[-1]:
                 keys.extend(added)  # arrivals join the back of the line (the common case)
@@ -68,6 +90,33 @@ class PendingLine:
                 keys.extend(added)
                 keys.sort()
         return list(map(_ID, self.keys))
+
+    def reshape(self, snap: Snapshot, ids: list[str]) -> None:
+        """Shapes again if a pending job's spec changed since it joined (C-level check; `Controller.update`)."""
+        jobs = snap.jobs
+        specs = dict(zip(ids, map(_SPEC, map(jobs.__getitem__, ids))))
+        if specs == self.specs:
+            return
+        self.specs = specs
+        self.shape = {jid: shape_of(spec) for jid, spec in specs.items()}
+        self.by_shape = {}
+        for key in self.keys:
+            self.by_shape.setdefault(self.shape[key[1]], []).append(key)
+
+    def _drop_shapes(self, gone: set[str], dropped: set[_Key]) -> None:
+        touched: dict[Shape, int] = {}
+        for jid in gone:
+            del self.specs[jid]
+            shape = self.shape.pop(jid)
+            touched[shape] = touched.get(shape, 0) + 1
+        for shape, k in touched.items():
+            part = self.by_shape[shape]
+            if k == len(part):
+                del self.by_shape[shape]
+            elif dropped.issuperset(part[:k]):
+                del part[:k]
+            else:
+                self.by_shape[shape] = list(filterfalse(dropped.__contains__, part))
 
     @staticmethod
     def _never(snap: Snapshot, jid: str, memo: ClusterMemo) -> bool:

@@ -116,6 +116,16 @@ def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     return out
 
 
+def room_wait(spec: JobSpec, counts: Mapping[Role, int], total_free: Resources) -> Wait:
+    """Why a gang of `counts` does not fit with `total_free` left: gang, or fragmentation when enough is free."""
+    need = demand(spec, counts)
+    kind = WaitKind.FRAGMENTATION if need.fits_in(total_free) else WaitKind.GANG
+    tasks = sum(counts.values())
+    if need.gpu:
+        return Wait(kind, f"needs {need.gpu} GPU(s) for {tasks} task(s) at once; {total_free.gpu} free")
+    return Wait(kind, f"needs {need} for {tasks} task(s) at once; {total_free} free")
+
+
 # -- node scoring ------------------------------------------------------------------
 Scorer = Callable[[Node, Resources, Resources, JobView], float]  # (node, its free room, the gang's demand, job)
 Scoring = tuple[tuple[Scorer, float], ...]  # scorers and their weights: a node's score is the weighted sum
@@ -233,13 +243,7 @@ class Workspace:
 
     def block_for_room(self, job: JobView, counts: Mapping[Role, int]) -> None:
         """The job's gang does not fit now: a gang wait, or fragmentation when enough is free in total."""
-        need = demand(job.spec, counts)
-        kind = WaitKind.FRAGMENTATION if need.fits_in(self.total_free) else WaitKind.GANG
-        tasks = sum(counts.values())
-        if need.gpu:
-            self.block(job.id, kind, f"needs {need.gpu} GPU(s) for {tasks} task(s) at once; {self.total_free.gpu} free")
-        else:
-            self.block(job.id, kind, f"needs {need} for {tasks} task(s) at once; {self.total_free} free")
+        self.waits[job.id] = room_wait(job.spec, counts, self.total_free)
 
     def block_behind(self, job_id: str, head_id: str) -> None:
         """Strict order: `job_id` waits behind the blocked head of the line (one shared wait per head)."""
