@@ -69,7 +69,9 @@ def queued(workload: Workload) -> Workload:
 
 def workloads(data: Path | None, only: str | None, synthetic: str = SYNTHETIC, cluster: str = "8x4"
               ) -> Iterator[tuple[str, Cluster, bool, dict[str, QueueSpec]]]:
-    """(workload text, cluster, elastic, queues) for every recorded run; `synthetic` and `cluster`: the synthetic ones'."""
+    """(workload text, cluster, elastic, queues) for every recorded run.
+
+    `synthetic` and `cluster`: the synthetic runs' workload and cluster."""
     if data is not None and (data / "pollux" / "workloads").is_dir():
         for elastic in (True, False):
             if only in (None, "pollux" if elastic else "pollux-fixed"):

@@ -21,8 +21,8 @@ from typing import cast
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min
-from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.pending import PendingLine
+from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.waits import Wait
 from trainmaster.policies.workspace import Workspace, minimum, room_wait
 

@@ -9,6 +9,7 @@ never a Python pass over every job waiting in line.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from itertools import filterfalse
 from operator import attrgetter, itemgetter
 
@@ -94,7 +95,7 @@ class PendingLine:
     def reshape(self, snap: Snapshot, ids: list[str]) -> None:
         """Shapes again if a pending job's spec changed since it joined (C-level check; `Controller.update`)."""
         jobs = snap.jobs
-        specs = dict(zip(ids, map(_SPEC, map(jobs.__getitem__, ids))))
+        specs = dict(zip(ids, map(_SPEC, map(jobs.__getitem__, ids)), strict=True))
         if specs == self.specs:
             return
         self.specs = specs
@@ -132,3 +133,37 @@ class PendingLine:
 
 
 _UNSEEN = "?"  # `ClusterMemo.never` has no verdict yet (a verdict is None or a non-empty reason)
+
+
+class PendingDemand:
+    """What the pending jobs' minimum gangs take in all, kept across decisions (tiresias' pending pass).
+
+    Per decision: C-level passes over the pending ids, and Python arithmetic
+    only for the jobs that joined or left (or whose spec changed).
+    """
+
+    __slots__ = ("need", "seen", "total")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}  # pending id -> id() of the spec its need was taken from
+        self.need: dict[str, tuple[JobSpec, Resources]] = {}  # (the spec is kept, so its id() stays unique)
+        self.total = Resources()
+
+    def of(self, snap: Snapshot, pending: Sequence[str]) -> Resources:
+        """The sum of `spec.min_resources` over `pending` (integers: any order sums alike)."""
+        jobs = snap.jobs
+        specs = list(map(_SPEC, map(jobs.__getitem__, pending)))
+        now = dict(zip(pending, map(id, specs), strict=True))
+        if now == self.seen:
+            return self.total
+        total, need = self.total, self.need
+        for jid in self.seen.keys() - now.keys():
+            total = total - need.pop(jid)[1]
+        for jid, _ in now.items() - self.seen.items():  # joined, or its spec changed
+            if jid in need:
+                total = total - need[jid][1]
+            spec = jobs[jid].spec
+            need[jid] = (spec, spec.min_resources)
+            total = total + need[jid][1]
+        self.seen, self.total = now, total
+        return total

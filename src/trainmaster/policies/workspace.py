@@ -235,6 +235,9 @@ class Workspace:
         self._book: QueueBook | None = None
         self._trials: list[Trial] = []
         self._behind: tuple[str, Wait] | None = None  # the wait of the jobs behind the current head
+        # Per-decision memo for `find`: gang shapes that did not fit, with `_grown` as it was then.
+        self._misfits: dict[tuple[tuple[str, ...], Role, Resources, int], int] = {}
+        self._grown = 0  # times free capacity grew on some node (a release) in this workspace
 
     # -- waits ---------------------------------------------------------------
     def block(self, job_id: str, kind: WaitKind, detail: str) -> None:
@@ -301,6 +304,7 @@ class Workspace:
             else:
                 self.free[node] = self.free[node] + res
                 self.total_free = self.total_free + res
+                self._grown += 1
             if self._fit is not None:
                 self._fit.update(node)
 
@@ -359,9 +363,26 @@ class Workspace:
         if sum(counts.values()) == 0:
             return Allocation()
         pool = self.memo.pool(spec)
+        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free]
+        misfit = None
+        if not held_per_node and not preferred and len(counts) == 1:
+            # One role, nothing held or preferred: whether it fits depends on free capacity alone, and
+            # only grows with it. A gang of this shape that did not fit since capacity last grew still
+            # does not (a job that did not fit, whose free capacity did not grow, is not tried again).
+            ((role, n),) = counts.items()
+            misfit = (pool.names, role, spec.roles[role].resources, n)
+            if self._misfits.get(misfit) == self._grown:
+                return None
+        found = self._find(job, counts, spec, need, pool, preferred, held_per_node)
+        if found is None and misfit is not None:
+            self._misfits[misfit] = self._grown
+        return found
+
+    def _find(self, job: JobView, counts: Mapping[Role, int], spec: JobSpec, need: Resources,
+              pool: EligibleNodes, preferred: list[str], held_per_node: Mapping[str, Resources]
+              ) -> Allocation | None:
         own = self.free
         zero = Resources()
-        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in own]
         # One node if possible: preferred first, then the best scored.
         single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None)
         if single is None and self.scoring is not TIGHTEST:
@@ -489,7 +510,7 @@ class Workspace:
         for jid in (waits.keys() & allocations.keys()) | (waits.keys() & self.rejected.keys()):
             del waits[jid]
         shared = waits.values()
-        texts = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared)).items()}
-        reasons.update(zip(waits, map(texts.__getitem__, map(id, shared))))
+        texts = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
+        reasons.update(zip(waits, map(texts.__getitem__, map(id, shared)), strict=True))
         return Plan(allocations=allocations, reasons=reasons, waits=waits, rejected=dict(self.rejected),
                     eta=dict(self.eta))
