@@ -120,7 +120,8 @@ def _markdown(results: list[dict[str, Any]], command: str) -> str:
         "# Simulator performance: the Philly replay",
         "",
         f"`{command}` on {MACHINE}, {dt.date.today().isoformat()}.",
-        f"{results[0]['jobs']:,} jobs of `pollux/philly.csv` (all of them unless `--limit`) on `{results[0]['cluster']}`",
+        f"{results[0]['jobs']:,} jobs of `pollux/philly.csv` (all of them unless `--limit`) "
+        f"on `{results[0]['cluster']}`",
         f"({results[0]['gpus']:,} GPUs); one fresh process per policy.",
         "Wall time is shared-machine time (other work was running); CPU time is this process's alone.",
         "",
