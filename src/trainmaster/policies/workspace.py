@@ -236,7 +236,7 @@ class Workspace:
         self._trials: list[Trial] = []
         self._behind: tuple[str, Wait] | None = None  # the wait of the jobs behind the current head
         # Per-decision memo for `find`: gang shapes that did not fit, with `_grown` as it was then.
-        self._misfits: dict[tuple[tuple[str, ...], Role, Resources, int], int] = {}
+        self._misfits: dict[tuple[EligibleNodes, Role, Resources, int], int] = {}
         self._grown = 0  # times free capacity grew on some node (a release) in this workspace
 
     # -- waits ---------------------------------------------------------------
@@ -370,7 +370,7 @@ class Workspace:
             # only grows with it. A gang of this shape that did not fit since capacity last grew still
             # does not (a job that did not fit, whose free capacity did not grow, is not tried again).
             ((role, n),) = counts.items()
-            misfit = (pool.names, role, spec.roles[role].resources, n)
+            misfit = (pool, role, spec.roles[role].resources, n)  # (the pool by identity: no tuple hashing)
             if self._misfits.get(misfit) == self._grown:
                 return None
         found = self._find(job, counts, spec, need, pool, preferred, held_per_node)
