@@ -38,7 +38,7 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "shape", "specs")
+    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "shape", "shaped", "specs")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
@@ -48,6 +48,7 @@ class PendingLine:
         self.shape: dict[str, Shape] = {}  # member id -> its shape
         self.by_shape: dict[Shape, list[_Key]] = {}  # the line split by shape, each part in line order
         self.specs: dict[str, JobSpec] = {}  # the specs the shapes were taken from (`reshape`)
+        self.shaped = False  # shapes are kept only once a decision asked for them (`reshape`)
 
     def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order."""
@@ -63,7 +64,8 @@ class PendingLine:
             else:
                 self.keys = list(filterfalse(dropped.__contains__, self.keys))
             self.bad -= gone
-            self._drop_shapes(gone, dropped)
+            if self.shaped:
+                self._drop_shapes(gone, dropped)
         if memo is not self.memo:  # another cluster: every verdict again
             self.memo = memo
             self.bad = {jid for jid in key_of if self._never(snap, jid, memo)}
@@ -74,13 +76,14 @@ class PendingLine:
                 key_of[key[1]] = key
                 if self._never(snap, key[1], memo):
                     self.bad.add(key[1])
-                spec = self.specs[key[1]] = jobs[key[1]].spec
-                shape = self.shape[key[1]] = shape_of(spec)
-                part = self.by_shape.setdefault(shape, [])
-                if part and key < part[-1]:
-                    bisect.insort(part, key)
-                else:
-                    part.append(key)
+                if self.shaped:
+                    spec = self.specs[key[1]] = jobs[key[1]].spec
+                    shape = self.shape[key[1]] = shape_of(spec)
+                    part = self.by_shape.setdefault(shape, [])
+                    if part and key < part[-1]:
+                        bisect.insort(part, key)
+                    else:
+                        part.append(key)
             keys = self.keys
             if not keys or added[0] >= keys[-1]:
                 keys.extend(added)  # arrivals join the back of the line (the common case)
@@ -96,8 +99,9 @@ class PendingLine:
         """Shapes again if a pending job's spec changed since it joined (C-level check; `Controller.update`)."""
         jobs = snap.jobs
         specs = dict(zip(ids, map(_SPEC, map(jobs.__getitem__, ids)), strict=True))
-        if specs == self.specs:
+        if specs == self.specs and self.shaped:
             return
+        self.shaped = True  # from now on `sync` keeps the shapes up to date
         self.specs = specs
         self.shape = {jid: shape_of(spec) for jid, spec in specs.items()}
         self.by_shape = {}
