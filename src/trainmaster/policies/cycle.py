@@ -59,18 +59,11 @@ def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
     return sizes
 
 
-class InOrder:
-    """The place hook that places jobs whole, in order. `strict`: the first job that does not fit blocks
-    all later pending ones (a `Cycle` with `pending_only` then decides from the head of the line alone)."""
+def place_in_order(strict: bool) -> PlaceHook:
+    """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones."""
 
-    __slots__ = ("strict",)
-
-    def __init__(self, strict: bool) -> None:
-        self.strict = strict
-
-    def __call__(self, snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
-                 ws: Workspace) -> list[JobView]:
-        strict = self.strict
+    def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
+              ws: Workspace) -> list[JobView]:
         blocked: list[JobView] = []
         head: JobView | None = None
         for job in jobs:
@@ -94,10 +87,7 @@ class InOrder:
                     head = job
         return blocked
 
-
-def place_in_order(strict: bool) -> PlaceHook:
-    """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones."""
-    return InOrder(strict)
+    return place
 
 
 def head_of_line(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace) -> bool:
