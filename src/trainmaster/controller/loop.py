@@ -69,6 +69,7 @@ class Controller:
         self._stale: dict[str, None] = {}
         self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
         self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
+        self._pending_sorted = True  # `_pending` is in `_position` order (see `_pending_ids`)
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
         # job id -> the reason a decision last noted on its record, while that is still its latest note
         self._said: dict[str, str] = {}
@@ -113,6 +114,9 @@ class Controller:
         self._views[jid] = record.live_view(self._service_clock)
         record.watch = self._stale
         record.said = self._said
+        last = next(reversed(self._pending), None)
+        if last is not None and self._position[last] > len(self.jobs):  # (ids withdrawn meanwhile)
+            self._pending_sorted = False
         self._pending[jid] = None
         self._position[jid] = len(self.jobs)
         self._dirty = True
@@ -237,10 +241,18 @@ class Controller:
             free=MappingProxyType(dict(self.free)),
             free_total=self.free_total,
             held=MappingProxyType(dict(self._held)),
-            pending_ids=tuple(sorted(self._pending, key=self._position.__getitem__)),
+            pending_ids=self._pending_ids(),
             models=MappingProxyType(dict(self.models)),
             queues=MappingProxyType(dict(self.queues)),
         )
+
+    def _pending_ids(self) -> tuple[str, ...]:
+        """The pending ids in `_position` order. Arrivals append in that order; only a job that goes back
+        to pending (preempted, failed, backoff over) makes `_pending` sort again, once."""
+        if not self._pending_sorted:
+            self._pending = dict.fromkeys(sorted(self._pending, key=self._position.__getitem__))
+            self._pending_sorted = True
+        return tuple(self._pending)
 
     # -- bookkeeping -------------------------------------------------------
     def _hold(self, record: JobRecord, alloc: Allocation, now: float) -> None:
@@ -261,6 +273,7 @@ class Controller:
                 del self._pending[record.id]
         elif self._held.pop(record.id, None) is not None and record.id in self.live:
             self._pending[record.id] = None
+            self._pending_sorted = False  # back in line at its old place
         self.usage.record(now, self.used_gpus)
 
     def _commit(self, action: Action, now: float) -> None:
@@ -386,6 +399,7 @@ class Controller:
                 self.live[jid] = record
                 self._views[jid] = record.live_view(self._service_clock)
                 self._pending[jid] = None
+                self._pending_sorted = False
                 record.note(now, "backoff over: waiting to restart from the checkpoint")
                 self._dirty = True
 
