@@ -1,4 +1,4 @@
-"""Scheduler decision time: one cycle (`policy.decide(snapshot)`) with 1,000 pending jobs on 1,000 nodes.
+"""Scheduler decision time: one cycle (`policy.decide(snapshot)`) with 1,000 pending jobs (`--pending`) on 1,000 nodes.
 
 Two snapshots, both on 1,000 nodes x 8 GPUs:
 
@@ -12,7 +12,7 @@ For each registered preset: the first decision on a fresh policy (it also
 admits the 1,000 new jobs, i.e. checks each can ever fit) and the steady
 state (the same policy deciding again), median of `--repeat` runs, in ms.
 
-    .venv/bin/python -m bench.decision_time [--repeat 5] [--policy fifo,drf] [--clock cpu]
+    .venv/bin/python -m bench.decision_time [--repeat 5] [--policy fifo,drf] [--clock cpu] [--pending 10000]
 
 `--clock cpu` times with `time.process_time` (less hurt by a shared machine than wall time).
 To compare with older code, run this file against the other tree's source:
@@ -31,6 +31,7 @@ from types import MappingProxyType
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import Role, simple_job
+from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.policies.registry import available, make_policy
 from trainmaster.policies.snapshot import JobView, Snapshot
@@ -43,13 +44,13 @@ PENDING = 1000
 NOW = 1_000_000.0
 
 
-def _pending(rng: random.Random) -> list[JobView]:
+def _pending(rng: random.Random, pending: int = PENDING) -> list[JobView]:
     sizes, weights = zip(*GPU_MIX, strict=True)
     out = []
-    for i in range(PENDING):
+    for i in range(pending):
         gpus = rng.choices(sizes, weights)[0]
         spec = simple_job(f"p{i}", gpus, estimate=rng.uniform(600, 36_000), queue=f"q{i % 4}")
-        out.append(JobView(id=spec.name, spec=spec, state=JobState.PENDING, submit_time=NOW - PENDING + i))
+        out.append(JobView(id=spec.name, spec=spec, state=JobState.PENDING, submit_time=NOW - pending + i))
     return out
 
 
@@ -65,16 +66,19 @@ def _running(rng: random.Random) -> list[JobView]:
     return out
 
 
-def snapshot(busy: bool, seed: int = 0) -> Snapshot:
+def snapshot(busy: bool, seed: int = 0, pending: int = PENDING) -> Snapshot:
+    """The bench's snapshot, with the figures the controller keeps incrementally (free total, held, pending ids)."""
     rng = random.Random(seed)
     cluster = parse_shorthand(f"{NODES}x{GPUS_PER_NODE}")
-    jobs = _pending(rng) + (_running(rng) if busy else [])
+    jobs = _pending(rng, pending) + (_running(rng) if busy else [])
     free = {n.name: n.capacity for n in cluster.nodes}
     for job in jobs:
         for name, res in job.allocation.per_node(job.spec).items():
             free[name] = free[name] - res
     return Snapshot(now=NOW, cluster=cluster, jobs=MappingProxyType({j.id: j for j in jobs}),
-                    free=MappingProxyType(free))
+                    free=MappingProxyType(free), free_total=sum(free.values(), start=Resources()),
+                    held=MappingProxyType({j.id: j.allocation for j in jobs if j.active}),
+                    pending_ids=tuple(j.id for j in jobs if j.pending))
 
 
 def time_policy(name: str, snap: Snapshot, repeat: int,
@@ -100,11 +104,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--policy", default=",".join(available()))
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--pending", type=int, default=PENDING, help="pending jobs in each snapshot (issue 15: 10000)")
     args = parser.parse_args()
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     names = [p.strip() for p in args.policy.split(",")]
-    snaps = {"idle": snapshot(busy=False), "busy": snapshot(busy=True)}
-    print(f"one decision, {PENDING} pending jobs on {NODES} nodes x {GPUS_PER_NODE} GPUs; "
+    snaps = {"idle": snapshot(busy=False, pending=args.pending), "busy": snapshot(busy=True, pending=args.pending)}
+    print(f"one decision, {args.pending} pending jobs on {NODES} nodes x {GPUS_PER_NODE} GPUs; "
           f"median of {args.repeat}; ms ({args.clock} time)")
     print("| policy | idle: first | idle: steady | idle: x fifo | busy: first | busy: steady | busy: x fifo "
           "| jobs run idle / busy |")

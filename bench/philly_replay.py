@@ -6,7 +6,9 @@ process per policy, load included) and the scheduling summary. Each policy
 runs in its own child process so memory figures do not mix. Goals (issue 2):
 fifo under 60 s and tiresias under 120 s on the 2-core box.
 
-    .venv/bin/python -m bench.philly_replay [--policies fifo,tiresias] [--limit N] [--out PATH]
+    .venv/bin/python -m bench.philly_replay [--policies fifo,tiresias] [--limit N] [--out PATH] [--cluster 80x8]
+
+The model-driven presets (optimus, trainmaster) get progress reports every 300 s, as `simulate` gives them.
 
 `--tracemalloc` adds the peak of Python's own allocations (about 2x slower run).
 """
@@ -24,6 +26,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL, learns_online
 from trainmaster.controller.loop import Controller
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy
@@ -35,15 +38,17 @@ CLUSTER = "311x8+2x1"
 MACHINE = "2-core x86 box, 24 GiB, no GPU"
 
 
-def replay(policy: str, limit: int | None, trace_memory: bool) -> dict[str, Any]:
+def replay(policy: str, limit: int | None, trace_memory: bool, cluster_text: str = CLUSTER,
+           data: Path = DATA) -> dict[str, Any]:
     """One policy's replay in this process: timings, counts, memory and the summary."""
     if trace_memory:
         tracemalloc.start()
     t0 = time.perf_counter()
-    workload = load_philly(DATA, limit=limit)
-    cluster = load_cluster(CLUSTER)
+    workload = load_philly(data, limit=limit)
+    cluster = load_cluster(cluster_text)
     load_s = time.perf_counter() - t0
-    engine = SimEngine(cluster, workload, SimConfig())
+    engine = SimEngine(cluster, workload, SimConfig(report_interval=LEARNING_REPORT_INTERVAL if learns_online(policy)
+                                                    else None))
     controller = Controller(engine, make_policy(policy))
     wall0, cpu0 = time.perf_counter(), time.process_time()
     controller.run()
@@ -51,6 +56,7 @@ def replay(policy: str, limit: int | None, trace_memory: bool) -> dict[str, Any]
     summary = controller.summary()
     out: dict[str, Any] = {
         "policy": policy,
+        "cluster": cluster_text,
         "jobs": len(workload),
         "gpus": cluster.total.gpu,
         "load_s": load_s,
@@ -68,8 +74,8 @@ def replay(policy: str, limit: int | None, trace_memory: bool) -> dict[str, Any]
     return out
 
 
-def _child(policy: str, limit: int | None, trace_memory: bool) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.philly_replay", "--child", policy]
+def _child(policy: str, limit: int | None, trace_memory: bool, cluster: str, data: Path) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.philly_replay", "--child", policy, "--cluster", cluster, "--data", str(data)]
     if limit is not None:
         cmd += ["--limit", str(limit)]
     if trace_memory:
@@ -114,7 +120,8 @@ def _markdown(results: list[dict[str, Any]], command: str) -> str:
         "# Simulator performance: the Philly replay",
         "",
         f"`{command}` on {MACHINE}, {dt.date.today().isoformat()}.",
-        f"{results[0]['jobs']:,} jobs of `pollux/philly.csv` (all of them unless `--limit`) on `{CLUSTER}`",
+        f"{results[0]['jobs']:,} jobs of `pollux/philly.csv` (all of them unless `--limit`) "
+        f"on `{results[0]['cluster']}`",
         f"({results[0]['gpus']:,} GPUs); one fresh process per policy.",
         "Wall time is shared-machine time (other work was running); CPU time is this process's alone.",
         "",
@@ -157,16 +164,18 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("bench/results/sim-perf.md"))
     p.add_argument("--tracemalloc", action="store_true", help="also measure Python's allocation peak (slower)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cluster", default=CLUSTER, help="e.g. 80x8 (640 GPUs: jobs queue, issue 15)")
+    p.add_argument("--data", type=Path, default=DATA, help="philly.csv")
     args = p.parse_args()
-    if not DATA.is_file():
-        print(f"skipped: {DATA} not found (the replay needs ../shared/data)")
+    if not args.data.is_file():
+        print(f"skipped: {args.data} not found (the replay needs ../shared/data)")
         return 0
     if args.child:
-        print(json.dumps(replay(args.child, args.limit, args.tracemalloc)))
+        print(json.dumps(replay(args.child, args.limit, args.tracemalloc, args.cluster, args.data)))
         return 0
     results = []
     for policy in [x.strip() for x in args.policies.split(",") if x.strip()]:
-        r = _child(policy, args.limit, args.tracemalloc)
+        r = _child(policy, args.limit, args.tracemalloc, args.cluster, args.data)
         results.append(r)
         print(
             f"{policy}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, {r['events']:,} events "

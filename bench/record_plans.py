@@ -67,16 +67,19 @@ def queued(workload: Workload) -> Workload:
     return dataclasses.replace(workload, name=workload.name + "-queues", jobs=jobs)
 
 
-def workloads(data: Path | None, only: str | None) -> Iterator[tuple[str, Cluster, bool, dict[str, QueueSpec]]]:
-    """(workload text, cluster, elastic, queues) for every recorded run."""
+def workloads(data: Path | None, only: str | None, synthetic: str = SYNTHETIC, cluster: str = "8x4"
+              ) -> Iterator[tuple[str, Cluster, bool, dict[str, QueueSpec]]]:
+    """(workload text, cluster, elastic, queues) for every recorded run.
+
+    `synthetic` and `cluster`: the synthetic runs' workload and cluster."""
     if data is not None and (data / "pollux" / "workloads").is_dir():
         for elastic in (True, False):
             if only in (None, "pollux" if elastic else "pollux-fixed"):
                 for i in range(1, 9):
                     yield str(data / "pollux" / "workloads" / f"workload-{i}.csv"), parse_shorthand("16x4"), elastic, {}
     if only in (None, "synthetic"):
-        yield SYNTHETIC, parse_shorthand("8x4"), True, {}
-        yield SYNTHETIC, parse_shorthand("8x4"), True, QUEUES
+        yield synthetic, parse_shorthand(cluster), True, {}
+        yield synthetic, parse_shorthand(cluster), True, QUEUES
 
 
 def record(text: str, cluster: Cluster, elastic: bool, queues: dict[str, QueueSpec], preset: str) -> list[str]:
@@ -159,13 +162,16 @@ def main() -> None:
     parser.add_argument("--only", choices=("pollux", "pollux-fixed", "synthetic"))
     parser.add_argument("--policy", default=",".join(PRESETS))
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
+    parser.add_argument("--synthetic", default=SYNTHETIC, help="the synthetic workload (e.g. synthetic:5000:20)")
+    parser.add_argument("--cluster", default="8x4", help="the synthetic workloads' cluster (e.g. 16x4)")
     args = parser.parse_args()
     if args.compare:
         sys.exit(compare(*args.compare))
     if args.out is None:
         parser.error("--out is required unless --compare")
     args.out.mkdir(parents=True, exist_ok=True)
-    for text, cluster, elastic, queues in workloads(args.data if args.data.is_dir() else None, args.only):
+    for text, cluster, elastic, queues in workloads(args.data if args.data.is_dir() else None, args.only,
+                                                      args.synthetic, args.cluster):
         for preset in args.policy.split(","):
             lines = record(text, cluster, elastic, queues, preset)
             name = f"{run_name(text, queues)}{'' if elastic else '-fixed'}.{preset}.tsv"

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+from itertools import count
+
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
-from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
 
 def _grows_only(old: Allocation, new: Allocation) -> bool:
     return all(new.counts.get(key, 0) >= n for key, n in old.counts.items())
+
+
+def _changed(snap: Snapshot, plan: Plan) -> list[JobView]:
+    """The jobs `diff` may act on, in `snap.jobs` order, found without a pass over every waiting job.
+
+    Only a job the plan runs on something other than what it holds, or a job
+    that holds resources and is not in the plan, can need an action.
+    """
+    jobs, held = snap.jobs, snap.held
+    assert held is not None
+    found = [jid for jid, want in plan.allocations.items() if held.get(jid) is not want and jid in jobs]
+    found += held.keys() - plan.allocations.keys()
+    if len(found) > 1:
+        position = dict(zip(jobs, count()))  # the order the full pass would meet them in
+        found.sort(key=position.__getitem__)
+    return [jobs[jid] for jid in found]
 
 
 def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
@@ -22,7 +40,8 @@ def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
     shrinks: list[Action] = []
     grows: list[Action] = []
     starts: list[Action] = []
-    for job in snap.jobs.values():
+    jobs = snap.jobs.values() if snap.held is None else _changed(snap, plan)
+    for job in jobs:
         want = plan.allocations.get(job.id, EMPTY)
         if want is job.allocation:  # unchanged (pending jobs hold EMPTY): the common case, decided fast
             continue

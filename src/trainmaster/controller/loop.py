@@ -74,7 +74,10 @@ class Controller:
         self._stale: dict[str, None] = {}
         self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
         self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
+        self._pending_sorted = True  # `_pending` is in `_position` order (see `_pending_ids`)
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
+        # job id -> the reason a decision last noted on its record, while that is still its latest note
+        self._said: dict[str, str] = {}
         # Jobs backing off after a failure, out of every decision until their `retry_at` (Kueue's requeue backoff).
         self.parked: dict[str, JobRecord] = {}
         self.backoff = backoff  # (first delay, cap) in seconds; doubles per restart
@@ -126,6 +129,10 @@ class Controller:
         self.live[jid] = record
         self._views[jid] = record.live_view(self._service_clock)
         record.watch = self._stale
+        record.said = self._said
+        last = next(reversed(self._pending), None)
+        if last is not None and self._position[last] > len(self.jobs):  # (ids withdrawn meanwhile)
+            self._pending_sorted = False
         self._pending[jid] = None
         self._position[jid] = len(self.jobs)
         self._dirty = True
@@ -149,6 +156,7 @@ class Controller:
         for book in (self.jobs, self.live, self.parked, self._views, self._pending, self._position, self._stale):
             book.pop(job_id, None)  # type: ignore[attr-defined]
         record.watch = None
+        self._said.pop(job_id, None)
         self._dirty = True
         return record
 
@@ -218,11 +226,19 @@ class Controller:
                         record.note(now, text)
                     continue
                 self._finish(record, JobState.REJECTED, now, reason)
-        for jid, reason in plan.reasons.items():
+        said = self._said
+        reasons = plan.reasons
+        # Only reasons that differ from what an earlier decision noted (C-level set difference: thousands
+        # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
+        # drops the job from `said`, so its reason is checked again here.
+        changed = reasons.items() - said.items() if isinstance(reasons, dict) else reasons.items()
+        for jid, reason in changed:
             noted = self.live.get(jid)
-            if noted is not None and jid not in plan.rejected and (
-                    noted.why != reason or not noted.decisions or noted.decisions[-1][1] != reason):
+            if noted is None or jid in plan.rejected:
+                continue
+            if noted.why != reason or not noted.decisions or noted.decisions[-1][1] != reason:
                 noted.note(now, reason)  # (noting an unchanged reason again would change nothing)
+            said[jid] = reason
         for action in actions:
             self._commit(action, now)
         if actions:
@@ -253,10 +269,18 @@ class Controller:
             free=MappingProxyType(dict(self.free)),
             free_total=self.free_total,
             held=MappingProxyType(dict(self._held)),
-            pending_ids=tuple(sorted(self._pending, key=self._position.__getitem__)),
+            pending_ids=self._pending_ids(),
             models=MappingProxyType(dict(self.models)),
             queues=MappingProxyType(dict(self.queues)),
         )
+
+    def _pending_ids(self) -> tuple[str, ...]:
+        """The pending ids in `_position` order. Arrivals append in that order; only a job that goes back
+        to pending (preempted, failed, backoff over) makes `_pending` sort again, once."""
+        if not self._pending_sorted:
+            self._pending = dict.fromkeys(sorted(self._pending, key=self._position.__getitem__))
+            self._pending_sorted = True
+        return tuple(self._pending)
 
     # -- bookkeeping -------------------------------------------------------
     def _hold(self, record: JobRecord, alloc: Allocation, now: float) -> None:
@@ -278,6 +302,7 @@ class Controller:
                 del self._pending[record.id]
         elif self._held.pop(record.id, None) is not None and record.id in self.live:
             self._pending[record.id] = None
+            self._pending_sorted = False  # back in line at its old place
         for listener in self.usage_listeners:
             listener.allocated(now, record, self.used_gpus)
 
@@ -409,6 +434,7 @@ class Controller:
                 self.live[jid] = record
                 self._views[jid] = record.live_view(self._service_clock)
                 self._pending[jid] = None
+                self._pending_sorted = False
                 record.note(now, "backoff over: waiting to restart from the checkpoint")
                 self._dirty = True
 

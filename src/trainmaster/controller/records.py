@@ -15,6 +15,7 @@ _VIEWED = frozenset({
     "preemptions", "attained_base",
     "runtime_base", "since", "step", "loss", "steps_per_s", "last_checkpoint",
 })
+_SET = object.__setattr__
 _ATTAINED = JobView.__dict__["attained"]  # the frozen view's own slots, under LiveJobView's properties
 _RUNTIME = JobView.__dict__["runtime"]
 
@@ -91,6 +92,8 @@ class JobRecord:
     decisions: list[tuple[float, str]] = field(default_factory=list)
     gpus_held: int = 0  # GPUs of `allocation`, kept by `set_allocation`
     watch: dict[str, None] | None = field(default=None, repr=False, compare=False)  # ids with stale views
+    # The controller's "reason last noted by a decision" per job: `note` drops this job's entry (see Controller).
+    said: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
@@ -126,10 +129,15 @@ class JobRecord:
         return self.runtime_base + (now - self.since)
 
     def note(self, now: float, text: str, keep: int = 50) -> None:
-        self.why = text
-        if not self.decisions or self.decisions[-1][1] != text:
-            self.decisions.append((now, text))
-            del self.decisions[:-keep]
+        _SET(self, "why", text)  # `why` is no viewed field: skip `__setattr__` (a decision notes thousands)
+        decisions = self.decisions
+        if not decisions or decisions[-1][1] != text:
+            decisions.append((now, text))
+            if len(decisions) > keep:
+                del decisions[:-keep]
+        said = self.said
+        if said is not None:
+            said.pop(self.id, None)
 
     def live_view(self, clock: ServiceClock) -> JobView:
         """This job's view for every decision until the record changes (see `LiveJobView`)."""

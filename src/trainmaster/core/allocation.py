@@ -56,21 +56,38 @@ class Allocation:
         return tuple(sorted({t.node for t in self.tasks}))
 
     def per_node(self, spec: JobSpec) -> dict[str, Resources]:
-        """Resources this allocation takes on each node."""
-        out: dict[str, Resources] = {}
+        """Resources this allocation takes on each node. Read-only: cached for the last spec asked about."""
+        cached = self.__dict__.get("_per_node")
+        if cached is not None and cached[0] is spec:
+            out: dict[str, Resources] = cached[1]
+            return out
+        out = {}
         for (role, node), n in self.counts.items():
             role_spec = spec.roles[role]
             out[node] = out.get(node, Resources()) + role_spec.resources * n
+        self.__dict__["_per_node"] = (spec, out)  # a memo, not a field: equality and hashing ignore it
         return out
 
     def resources(self, spec: JobSpec) -> Resources:
+        """What the allocation takes in all (cached for the last spec asked about, like `per_node`)."""
+        cached = self.__dict__.get("_resources")
+        if cached is not None and cached[0] is spec:
+            total: Resources = cached[1]
+            return total
         total = Resources()
         for part in self.per_node(spec).values():
             total = total + part
+        self.__dict__["_resources"] = (spec, total)
         return total
 
     def gpus(self, spec: JobSpec) -> int:
-        return sum(spec.roles[role].resources.gpu * n for role, n in self.role_counts.items())
+        cached = self.__dict__.get("_gpus")
+        if cached is not None and cached[0] is spec:
+            n: int = cached[1]
+            return n
+        n = sum(spec.roles[role].resources.gpu * k for role, k in self.role_counts.items())
+        self.__dict__["_gpus"] = (spec, n)
+        return n
 
     def describe(self) -> str:
         """`worker=2@n0,n1 ps=1@n0` style summary."""

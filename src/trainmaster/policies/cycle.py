@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import filterfalse
 from operator import attrgetter
 from time import perf_counter
 from types import MappingProxyType
 
 from trainmaster.core.job import Role
 from trainmaster.policies.objectives import apply_objectives
+from trainmaster.policies.pending import PendingLine
 from trainmaster.policies.scoring import DEFAULT, Scoring
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.workspace import ClusterMemo, Workspace, minimum, never_fits
@@ -32,6 +34,7 @@ OrderHook = Callable[[Snapshot], list[JobView]]
 SizeHook = Callable[[Snapshot, list[JobView], Workspace], Sizes]
 PlaceHook = Callable[[Snapshot, list[JobView], Mapping[str, Mapping[Role, int]], Workspace], list[JobView]]
 AfterHook = Callable[[Snapshot, list[JobView], Workspace], list[JobView]]
+LinePlace = Callable[[Snapshot, list[str], PendingLine, Workspace], bool]  # `Cycle.from_line`
 
 
 _SUBMIT_ORDER = attrgetter("submit_time", "id")
@@ -89,6 +92,23 @@ def place_in_order(strict: bool) -> PlaceHook:
     return place
 
 
+def head_of_line(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace) -> bool:
+    """`from_line` for strict submit order at the minimum size (fifo): place up to the first job that does
+    not fit; every later one waits behind it (C-level passes over the line, no Python step per job)."""
+    jobs, bad = snap.jobs, line.bad
+    for i, jid in enumerate(ids):
+        if jid in bad:
+            continue
+        job = jobs[jid]
+        want = minimum(job.spec)
+        if ws.place(job, want) is None:
+            ws.block_for_room(job, want)
+            rest = ids[i + 1:]
+            ws.block_all_behind(list(filterfalse(bad.__contains__, rest)) if bad else rest, jid)
+            break
+    return True
+
+
 _UNSEEN = "?"  # `ClusterMemo.never` has no verdict yet (a verdict is None or a non-empty reason)
 
 
@@ -119,6 +139,11 @@ class Cycle:
     scoring: Scoring = DEFAULT  # node scorers and weights (policies.scoring; TIGHTEST alone on a plain cluster)
     uses_models: bool = False  # the controller fits models online from reports (Policy protocol)
     memo: ClusterMemo | None = field(default=None, repr=False)  # cross-decision: eligible nodes, never-fits
+    # Optional fast path for `pending_only` cycles without `after` hooks: phases 3-4 from the line of pending
+    # jobs kept across decisions (`pending.PendingLine`), for a cost that follows what changed. It must plan
+    # exactly as the phases would, and returns False (having changed nothing) where it cannot.
+    from_line: LinePlace | None = None
+    line: PendingLine | None = field(default=None, repr=False)  # cross-decision: the line `from_line` reads
 
     def admit(self, snap: Snapshot, ws: Workspace) -> list[JobView]:
         """Phase 2: reject pending jobs that can never fit (with the reason); order the rest."""
@@ -145,7 +170,33 @@ class Cycle:
         return admitted
 
     def decide(self, snap: Snapshot) -> Plan:
+        if self.from_line is not None and self.pending_only and not self.preemptive and not self.after:
+            plan = self._decide_from_line(snap, self.from_line)
+            if plan is not None:
+                return plan
         return self.run(snap, pending_only=self.pending_only, after=self.after)
+
+    def _decide_from_line(self, snap: Snapshot, place: LinePlace) -> Plan | None:
+        """The phases for a pending-only cycle, with admit and order kept across decisions (`from_line`)."""
+        clock = perf_counter
+        t0 = clock()
+        ws = Workspace(snap, memo=self.memo, scoring=self.scoring)  # 1. scratch copy
+        memo = self.memo = ws.memo
+        line = self.line = self.line or PendingLine()
+        pending = snap.pending_ids
+        if pending is None:
+            pending = tuple(jid for jid, j in snap.jobs.items() if j.pending)
+        t1 = clock()
+        ids = line.sync(snap, pending, memo)  # 2. admit: the line in order, never-fits verdicts
+        if line.bad:
+            ws.rejected.update(line.rejected(ids, memo))
+        t2 = clock()
+        if not place(snap, ids, line, ws):  # 3-4. size and place
+            return None
+        t3 = clock()
+        plan = ws.plan()  # 6. the controller diffs the plan into actions
+        return replace(plan, timings={"snapshot": t1 - t0, "admit": t2 - t1, "size": 0.0, "place": t3 - t2,
+                                      "after": 0.0, "plan": clock() - t3})
 
     def run(self, snap: Snapshot, *, pending_only: bool, after: tuple[AfterHook, ...]) -> Plan:
         """The numbered phases; `pending_only` and `after` as the fields of the same names."""

@@ -11,14 +11,22 @@ they hold: `drf` never preempts or resizes.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Mapping
+from itertools import filterfalse, repeat
+from operator import itemgetter
+from typing import cast
 
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min
+from trainmaster.policies.pending import PendingLine
 from trainmaster.policies.snapshot import JobView, Snapshot
-from trainmaster.policies.workspace import Workspace
+from trainmaster.policies.waits import Wait
+from trainmaster.policies.workspace import Workspace, minimum, room_wait
+
+_ID = itemgetter(1)
 
 
 def _grow(job: JobView, counts: Mapping[Role, int]) -> dict[Role, int] | None:
@@ -78,5 +86,93 @@ def progressive_fill(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Ma
     return blocked
 
 
+def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace) -> bool:
+    """`from_line` for `progressive_fill` when every pending job has a fixed size and one role.
+
+    The turns go as in `progressive_fill` (the queue of lowest share, then its
+    pending jobs in line order), but free capacity only shrinks, so once a job
+    does not fit, no later job of its shape (`pending.shape_of`) does: each shape
+    is tried until it fails, and its other jobs wait at once, each with the free
+    capacity its turn would have seen (a queue's failed turns follow each other,
+    up to its next placement). False (nothing changed) for elastic or
+    multi-role jobs, whose growth turns `progressive_fill` takes.
+    """
+    line.reshape(snap, ids)
+    by_shape, bad = line.by_shape, line.bad
+    for shape in by_shape:
+        roles = shape[3]
+        if len(roles) != 1 or roles[0][2] != roles[0][3]:  # one role, not elastic: no growth turns
+            return False
+    jobs, total = snap.jobs, snap.cluster.total
+    queue_held: dict[str, Resources] = {}
+    for jid, alloc in ws.allocations.items():
+        spec = ws.snap.jobs[jid].spec
+        queue_held[spec.queue] = queue_held.get(spec.queue, Resources()) + alloc.resources(spec)
+    members: dict[str, list[tuple[tuple[float, str], int, list[tuple[float, str]]]]] = {}
+    for part in by_shape.values():
+        if part[0][1] not in bad:
+            members.setdefault(jobs[part[0][1]].spec.queue, []).append((part[0], 0, part))
+    queues = []
+    for name, heap in members.items():
+        heapq.heapify(heap)
+        queues.append((queue_held.get(name, Resources()).dominant_share(total), name))
+    heapq.heapify(queues)
+    placed: dict[str, list[tuple[float, str]]] = {name: [] for name in members}  # per queue, in line order
+    before: dict[str, list[tuple[Resources, int]]] = {name: [] for name in members}  # free capacity and turn
+    last: dict[str, tuple[Resources, int]] = {}  # the same at the queue's last turn (failed turns after the end)
+    turn = 0
+    failed: list[tuple[str, list[tuple[float, str]], int, JobView, dict[Role, int]]] = []
+    while queues:
+        _, name = heapq.heappop(queues)
+        heap = members[name]
+        turn += 1
+        last[name] = (ws.total_free, turn)
+        if not heap:  # only jobs that cannot fit are left: this is their turn
+            continue
+        key, i, part = heapq.heappop(heap)
+        job = jobs[key[1]]
+        want = minimum(job.spec)
+        found = ws.find(job, want)
+        if found is None:
+            failed.append((name, part, i, job, want))
+        else:
+            placed[name].append(key)
+            before[name].append((ws.total_free, turn))
+            ws.assign(job, found)
+            ws.want[job.id] = dict(want)
+            queue_held[name] = queue_held.get(name, Resources()) + found.resources(job.spec)
+            if i + 1 < len(part):
+                heapq.heappush(heap, (part[i + 1], i + 1, part))
+        if heap or (found is not None and any(f[0] == name for f in failed)):
+            heapq.heappush(queues, (queue_held.get(name, Resources()).dominant_share(total), name))
+    if not failed:
+        return True
+    blocked: dict[str, Wait] = {}
+    turns: list[tuple[int, tuple[float, str]]] = []  # (turn, key) of each waiting job, for the waits' order
+    for name, part, i, job, want in failed:
+        keys, frees = placed[name], before[name]
+        k = bisect.bisect_left(keys, part[i])  # the queue's next placement after this job's turn
+        lo = i
+        while lo < len(part):
+            hi = bisect.bisect_left(part, keys[k], lo) if k < len(keys) else len(part)
+            if hi > lo:
+                free, at = frees[k] if k < len(keys) else last[name]
+                blocked.update(dict.fromkeys(map(_ID, part[lo:hi]), room_wait(job.spec, want, free)))
+                if len(members) > 1:
+                    turns.extend(zip(repeat(at), part[lo:hi]))
+            lo, k = hi, k + 1
+    if len(members) == 1:  # one queue: its turns went in line order
+        waits = dict.fromkeys(filterfalse(bad.__contains__, ids) if bad else ids)
+        for key in placed[next(iter(members))]:
+            del waits[key[1]]
+    else:  # a queue's waiting jobs took their turns just before its next placement (or at its last turn)
+        turns.sort()
+        waits = dict.fromkeys(key[1] for _, key in turns)
+    waits.update(blocked)
+    ws.waits.update(cast(dict[str, Wait], waits))
+    return True
+
+
 def make() -> Cycle:
-    return Cycle(name="drf", order=by_submit_time, size=current_or_min, place=progressive_fill, pending_only=True)
+    return Cycle(name="drf", order=by_submit_time, size=current_or_min, place=progressive_fill, pending_only=True,
+                 from_line=fill_by_shape)

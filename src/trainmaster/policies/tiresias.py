@@ -24,12 +24,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter, itemgetter
 
 from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import Cycle, current_or_min, place_in_order
+from trainmaster.policies.pending import PendingDemand
 from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
+_KEY = attrgetter("key")
+_ID = itemgetter(3)
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
 STARVATION = 10.0  # promote after waiting this many times the executed time
 INTERVAL = 60.0  # seconds; Pollux's simulator's scheduling interval
@@ -42,6 +46,10 @@ class _Entry:
     base_attained: float  # attained service when it last entered Q0
     base_runtime: float  # seconds held when it last entered Q0
     last_active: float  # last decision time the job held resources (or its submit time)
+    key: tuple[int, float, float, str] = (0, 0.0, 0.0, "")  # the sort key: queue, entered, submit time, id
+
+    def rekey(self, job: JobView) -> None:
+        self.key = (self.queue, self.entered, job.submit_time, job.id)
 
 
 class TiresiasOrder:
@@ -55,11 +63,15 @@ class TiresiasOrder:
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         now = snap.now
-        entries = self.entries if self.partial else {jid: e for jid, e in self.entries.items() if jid in snap.jobs}
+        entries = self.entries
+        if not self.partial:
+            for jid in entries.keys() - snap.jobs.keys():  # (a C-level difference: few jobs leave at a time)
+                del entries[jid]
         for job in snap.jobs.values():
             e = entries.get(job.id)
             if e is None:
                 e = entries[job.id] = _Entry(0, job.submit_time, 0.0, 0.0, job.submit_time)
+                e.rekey(job)
             if job.active:
                 e.last_active = now
             if e.queue == 0:
@@ -68,14 +80,15 @@ class TiresiasOrder:
                     # Crossed the threshold: FIFO in Q1 by when it crossed, not by when we noticed.
                     gpus = job.gpus if job.active else 0
                     e.queue, e.entered = 1, now - over / gpus if gpus else now
+                    e.rekey(job)
             elif self.starvation is not None and job.pending:
                 executed = job.runtime - e.base_runtime
                 if executed > 0 and now - e.last_active >= self.starvation * executed:
                     e.queue, e.entered = 0, now
                     e.base_attained, e.base_runtime = job.attained, job.runtime
-        self.entries = entries
-        return sorted(snap.jobs.values(), key=lambda j: (entries[j.id].queue, entries[j.id].entered,
-                                                          j.submit_time, j.id))
+                    e.rekey(job)
+        jobs = snap.jobs
+        return list(map(jobs.__getitem__, map(_ID, sorted(map(_KEY, map(entries.__getitem__, jobs))))))
 
     def next_change(self, snap: Snapshot, plan: Plan) -> float | None:
         """Seconds until the order can next change without an event: a demotion or a starvation promotion.
@@ -128,6 +141,7 @@ class Tiresias(Cycle):
         super().__init__(name="tiresias", order=self.ranks, size=current_or_min,
                          place=place_in_order(strict=False), after=(preempt_lower,))
         self.tick = tick
+        self.demand = PendingDemand()  # the pending jobs' minimums in all, kept across decisions
 
     def decide(self, snap: Snapshot) -> Plan:
         pending = snap.pending_ids if snap.pending_ids is not None else [
@@ -147,7 +161,7 @@ class Tiresias(Cycle):
         would make, for the cost of the pending jobs only. Otherwise preemption
         needs every job's rank: the caller decides on everything.
         """
-        demand = sum((snap.jobs[jid].spec.min_resources for jid in pending), start=Resources())
+        demand = self.demand.of(snap, pending)
         free = snap.free_total if snap.free_total is not None else sum(snap.free.values(), start=Resources())
         if not demand.fits_in(free):
             return None

@@ -144,6 +144,16 @@ def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     return out
 
 
+def room_wait(spec: JobSpec, counts: Mapping[Role, int], total_free: Resources) -> Wait:
+    """Why a gang of `counts` does not fit with `total_free` left: gang, or fragmentation when enough is free."""
+    need = demand(spec, counts)
+    kind = WaitKind.FRAGMENTATION if need.fits_in(total_free) else WaitKind.GANG
+    tasks = sum(counts.values())
+    if need.gpu:
+        return Wait(kind, f"needs {need.gpu} GPU(s) for {tasks} task(s) at once; {total_free.gpu} free")
+    return Wait(kind, f"needs {need} for {tasks} task(s) at once; {total_free} free")
+
+
 # -- node scoring: the scorers live in policies.scoring ------------------------------------------
 def anchored(spec: JobSpec, memo: ClusterMemo, counts: Mapping[Role, int]) -> bool:
     """Whether the gang's anchors (PS tasks and the chief) must go on on-demand nodes (`anchorsOnDemand`).
@@ -254,6 +264,9 @@ class Workspace:
         self._book: QueueBook | None = None
         self._trials: list[Trial] = []
         self._behind: tuple[str, Wait] | None = None  # the wait of the jobs behind the current head
+        # Per-decision memo for `find`: gang shapes that did not fit, with `_grown` as it was then.
+        self._misfits: dict[tuple[EligibleNodes, Role, Resources, int], int] = {}
+        self._grown = 0  # times free capacity grew on some node (a release) in this workspace
 
     # -- waits ---------------------------------------------------------------
     def block(self, job_id: str, kind: WaitKind, detail: str) -> None:
@@ -262,13 +275,7 @@ class Workspace:
 
     def block_for_room(self, job: JobView, counts: Mapping[Role, int]) -> None:
         """The job's gang does not fit now: a gang wait, or fragmentation when enough is free in total."""
-        need = demand(job.spec, counts)
-        kind = WaitKind.FRAGMENTATION if need.fits_in(self.total_free) else WaitKind.GANG
-        tasks = sum(counts.values())
-        if need.gpu:
-            self.block(job.id, kind, f"needs {need.gpu} GPU(s) for {tasks} task(s) at once; {self.total_free.gpu} free")
-        else:
-            self.block(job.id, kind, f"needs {need} for {tasks} task(s) at once; {self.total_free} free")
+        self.waits[job.id] = room_wait(job.spec, counts, self.total_free)
 
     def block_behind(self, job_id: str, head_id: str) -> None:
         """Strict order: `job_id` waits behind the blocked head of the line (one shared wait per head)."""
@@ -276,6 +283,14 @@ class Workspace:
         if wait is None or wait[0] != head_id:
             wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
         self.waits[job_id] = wait[1]
+
+    def block_all_behind(self, job_ids: list[str], head_id: str) -> None:
+        """`block_behind` for many jobs at once (a C-level update: the line behind a head can be long)."""
+        if not job_ids:
+            return
+        self.block_behind(job_ids[0], head_id)
+        assert self._behind is not None
+        self.waits.update(dict.fromkeys(job_ids, self._behind[1]))
 
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
@@ -318,6 +333,7 @@ class Workspace:
             else:
                 self.free[node] = self.free[node] + res
                 self.total_free = self.total_free + res
+                self._grown += 1
             if self._fit is not None:
                 self._fit.update(node)
             if self._class_fit is not None:
@@ -380,9 +396,26 @@ class Workspace:
         if anchored(spec, self.memo, counts):
             return self._find_anchored(job, counts, prefer)
         pool = self.memo.pool(spec)
+        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free]
+        misfit = None
+        if not held_per_node and not preferred and len(counts) == 1:
+            # One role, nothing held or preferred: whether it fits depends on free capacity alone, and
+            # only grows with it. A gang of this shape that did not fit since capacity last grew still
+            # does not (a job that did not fit, whose free capacity did not grow, is not tried again).
+            ((role, n),) = counts.items()
+            misfit = (pool, role, spec.roles[role].resources, n)  # (the pool by identity: no tuple hashing)
+            if self._misfits.get(misfit) == self._grown:
+                return None
+        found = self._find(job, counts, spec, need, pool, preferred, held_per_node)
+        if found is None and misfit is not None:
+            self._misfits[misfit] = self._grown
+        return found
+
+    def _find(self, job: JobView, counts: Mapping[Role, int], spec: JobSpec, need: Resources,
+              pool: EligibleNodes, preferred: list[str], held_per_node: Mapping[str, Resources]
+              ) -> Allocation | None:
         own = self.free
         zero = Resources()
-        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in own]
         # One node if possible: preferred first, then the best scored.
         single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None)
         if single is None and self.scoring is not TIGHTEST:
@@ -561,12 +594,12 @@ class Workspace:
         else:
             allocations = {jid: a for jid, a in self.allocations.items() if a}
         reasons = {jid: text for jid, text in self.notes.items() if jid in allocations}
-        waits = {jid: w for jid, w in self.waits.items() if jid not in allocations and jid not in self.rejected}
-        last: Wait | None = None
-        text = ""
-        for jid, wait in waits.items():
-            if wait is not last:  # the jobs behind one head share one wait: render it once
-                last, text = wait, render(wait)
-            reasons[jid] = text
+        # C-level passes over the waiting jobs: thousands of them may share a few waits (one per head).
+        waits = dict(self.waits)
+        for jid in (waits.keys() & allocations.keys()) | (waits.keys() & self.rejected.keys()):
+            del waits[jid]
+        shared = waits.values()
+        texts = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
+        reasons.update(zip(waits, map(texts.__getitem__, map(id, shared)), strict=True))
         return Plan(allocations=allocations, reasons=reasons, waits=waits, rejected=dict(self.rejected),
                     eta=dict(self.eta))

@@ -1,0 +1,173 @@
+"""The pending jobs in submit order, kept across decisions so a decision's cost follows what changed.
+
+A strict-order decision needs the line in order, the never-fits verdicts and
+the head: each decision here costs C-level set operations over the pending ids
+plus Python work for the jobs that arrived or left since the previous one,
+never a Python pass over every job waiting in line.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from itertools import filterfalse
+from operator import attrgetter, itemgetter
+
+from trainmaster.core.job import JobSpec, Role, TransientUse
+from trainmaster.core.resources import Resources
+from trainmaster.policies.snapshot import Snapshot
+from trainmaster.policies.workspace import ClusterMemo, never_fits
+
+_Key = tuple[float, str]  # (submit time, id): `cycle.by_submit_time`'s order
+_ID = itemgetter(1)
+_SPEC = attrgetter("spec")
+# What placing a job's minimum gang depends on: its queue, eligible pool, and per role its resources and range.
+Shape = tuple[str, bool, tuple[str, ...], tuple[tuple[Role, Resources, int, int], ...]]
+
+
+def shape_of(spec: JobSpec) -> Shape:
+    """Jobs of one shape fit, or do not fit, in the same free capacity (and never-fit alike)."""
+    return (spec.queue, spec.transient is TransientUse.NEVER, spec.gpu_types if spec.min_gpus > 0 else (),
+            tuple((role, r.resources, r.min, r.max) for role, r in spec.roles.items()))
+
+
+class PendingLine:
+    """Pending job ids sorted by (submit time, id), with the ids of those that can never fit.
+
+    Declared cross-decision policy state (a `Cycle` field); `sync` brings it in
+    step with a snapshot's pending ids.
+    """
+
+    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "shape", "shaped", "specs")
+
+    def __init__(self) -> None:
+        self.keys: list[_Key] = []
+        self.key_of: dict[str, _Key] = {}
+        self.bad: set[str] = set()  # members with a never-fits verdict
+        self.memo: ClusterMemo | None = None  # the cluster memo the verdicts come from
+        self.shape: dict[str, Shape] = {}  # member id -> its shape
+        self.by_shape: dict[Shape, list[_Key]] = {}  # the line split by shape, each part in line order
+        self.specs: dict[str, JobSpec] = {}  # the specs the shapes were taken from (`reshape`)
+        self.shaped = False  # shapes are kept only once a decision asked for them (`reshape`)
+
+    def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
+        """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order."""
+        key_of = self.key_of
+        now = set(pending)
+        gone = key_of.keys() - now
+        new = now - key_of.keys()
+        if gone:
+            dropped = set(map(key_of.pop, gone))
+            k = len(dropped)
+            if dropped == set(self.keys[:k]):  # the front of the line left (strict order places a prefix)
+                del self.keys[:k]
+            else:
+                self.keys = list(filterfalse(dropped.__contains__, self.keys))
+            self.bad -= gone
+            if self.shaped:
+                self._drop_shapes(gone, dropped)
+        if memo is not self.memo:  # another cluster: every verdict again
+            self.memo = memo
+            self.bad = {jid for jid in key_of if self._never(snap, jid, memo)}
+        if new:
+            jobs = snap.jobs
+            added = sorted((jobs[jid].submit_time, jid) for jid in new)
+            for key in added:
+                key_of[key[1]] = key
+                if self._never(snap, key[1], memo):
+                    self.bad.add(key[1])
+                if self.shaped:
+                    spec = self.specs[key[1]] = jobs[key[1]].spec
+                    shape = self.shape[key[1]] = shape_of(spec)
+                    part = self.by_shape.setdefault(shape, [])
+                    if part and key < part[-1]:
+                        bisect.insort(part, key)
+                    else:
+                        part.append(key)
+            keys = self.keys
+            if not keys or added[0] >= keys[-1]:
+                keys.extend(added)  # arrivals join the back of the line (the common case)
+            elif len(added) <= 8:
+                for key in added:
+                    bisect.insort(keys, key)
+            else:
+                keys.extend(added)
+                keys.sort()
+        return list(map(_ID, self.keys))
+
+    def reshape(self, snap: Snapshot, ids: list[str]) -> None:
+        """Shapes again if a pending job's spec changed since it joined (C-level check; `Controller.update`)."""
+        jobs = snap.jobs
+        specs = dict(zip(ids, map(_SPEC, map(jobs.__getitem__, ids)), strict=True))
+        if specs == self.specs and self.shaped:
+            return
+        self.shaped = True  # from now on `sync` keeps the shapes up to date
+        self.specs = specs
+        self.shape = {jid: shape_of(spec) for jid, spec in specs.items()}
+        self.by_shape = {}
+        for key in self.keys:
+            self.by_shape.setdefault(self.shape[key[1]], []).append(key)
+
+    def _drop_shapes(self, gone: set[str], dropped: set[_Key]) -> None:
+        touched: dict[Shape, int] = {}
+        for jid in gone:
+            del self.specs[jid]
+            shape = self.shape.pop(jid)
+            touched[shape] = touched.get(shape, 0) + 1
+        for shape, k in touched.items():
+            part = self.by_shape[shape]
+            if k == len(part):
+                del self.by_shape[shape]
+            elif dropped.issuperset(part[:k]):
+                del part[:k]
+            else:
+                self.by_shape[shape] = list(filterfalse(dropped.__contains__, part))
+
+    @staticmethod
+    def _never(snap: Snapshot, jid: str, memo: ClusterMemo) -> bool:
+        reason = memo.never.get(jid, _UNSEEN)
+        if reason is _UNSEEN:
+            reason = memo.never[jid] = never_fits(snap.jobs[jid].spec, snap, memo)
+        return reason is not None
+
+    def rejected(self, ids: list[str], memo: ClusterMemo) -> dict[str, str]:
+        """Why each pending job that can never fit cannot, in line order."""
+        bad = self.bad
+        return {jid: memo.never[jid] or "" for jid in ids if jid in bad} if bad else {}
+
+
+_UNSEEN = "?"  # `ClusterMemo.never` has no verdict yet (a verdict is None or a non-empty reason)
+
+
+class PendingDemand:
+    """What the pending jobs' minimum gangs take in all, kept across decisions (tiresias' pending pass).
+
+    Per decision: C-level passes over the pending ids, and Python arithmetic
+    only for the jobs that joined or left (or whose spec changed).
+    """
+
+    __slots__ = ("need", "seen", "total")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}  # pending id -> id() of the spec its need was taken from
+        self.need: dict[str, tuple[JobSpec, Resources]] = {}  # (the spec is kept, so its id() stays unique)
+        self.total = Resources()
+
+    def of(self, snap: Snapshot, pending: Sequence[str]) -> Resources:
+        """The sum of `spec.min_resources` over `pending` (integers: any order sums alike)."""
+        jobs = snap.jobs
+        specs = list(map(_SPEC, map(jobs.__getitem__, pending)))
+        now = dict(zip(pending, map(id, specs), strict=True))
+        if now == self.seen:
+            return self.total
+        total, need = self.total, self.need
+        for jid in self.seen.keys() - now.keys():
+            total = total - need.pop(jid)[1]
+        for jid, _ in now.items() - self.seen.items():  # joined, or its spec changed
+            if jid in need:
+                total = total - need[jid][1]
+            spec = jobs[jid].spec
+            need[jid] = (spec, spec.min_resources)
+            total = total + need[jid][1]
+        self.seen, self.total = now, total
+        return total

@@ -1,0 +1,73 @@
+"""The state kept across decisions so their cost follows what changed: it must match a fresh computation."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from types import MappingProxyType
+
+from trainmaster.controller.loop import Controller
+from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import simple_job
+from trainmaster.core.resources import Resources
+from trainmaster.core.states import JobState
+from trainmaster.engines.sim.engine import SimEngine
+from trainmaster.policies.pending import PendingDemand, PendingLine, shape_of
+from trainmaster.policies.registry import make_policy
+from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.workspace import ClusterMemo
+from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
+
+CLUSTER = parse_shorthand("4x4")
+
+
+def snap_of(jobs: dict[str, JobView]) -> Snapshot:
+    return Snapshot(now=0.0, cluster=CLUSTER, jobs=MappingProxyType(dict(jobs)),
+                    free=MappingProxyType({n.name: n.capacity for n in CLUSTER.nodes}))
+
+
+def test_line_and_demand_follow_random_joins_leaves_and_spec_changes() -> None:
+    rng = random.Random(7)
+    line, demand, memo = PendingLine(), PendingDemand(), ClusterMemo(CLUSTER)
+    jobs: dict[str, JobView] = {}
+    for step in range(300):
+        for _ in range(rng.randint(0, 4)):  # arrivals, some out of submit order
+            jid = f"j{step}-{rng.randint(0, 10**6)}"
+            spec = simple_job(jid, rng.choice([1, 2, 4, 8, 32]))  # 32 GPUs never fit on 4x4
+            jobs[jid] = JobView(id=jid, spec=spec, state=JobState.PENDING, submit_time=float(rng.randint(0, 400)))
+        for jid in rng.sample(sorted(jobs), k=min(len(jobs), rng.randint(0, 3))):  # departures anywhere
+            del jobs[jid]
+        fitting = sorted(jid for jid, j in jobs.items() if j.spec.min_gpus != 32)
+        if fitting and rng.random() < 0.2:  # a spec changes (Controller.update); never-fits verdicts stay
+            jid = rng.choice(fitting)
+            jobs[jid] = dataclasses.replace(jobs[jid], spec=simple_job(jid, rng.choice([1, 2, 4])))
+        snap = snap_of(jobs)
+        pending = tuple(jobs)
+        ids = line.sync(snap, pending, memo)
+        line.reshape(snap, ids)
+        assert ids == [j.id for j in sorted(jobs.values(), key=lambda j: (j.submit_time, j.id))]
+        assert line.bad == {jid for jid, j in jobs.items() if j.spec.min_gpus == 32}
+        for shape, part in line.by_shape.items():
+            assert part == sorted(part) and all(shape_of(jobs[k[1]].spec) == shape for k in part)
+        assert sum(len(p) for p in line.by_shape.values()) == len(jobs)
+        assert demand.of(snap, pending) == sum((j.spec.min_resources for j in jobs.values()), start=Resources())
+
+
+def test_a_reason_noted_elsewhere_is_noted_again_by_the_next_decision() -> None:
+    """The controller skips reasons that did not change since it noted them, but not one somebody overwrote."""
+    jobs = tuple(WorkloadJob(job_id=name, submit_time=t, spec=simple_job(name, gpus),
+                             truth=LinearTruth(duration=3600.0, gpus=gpus))
+                 for name, t, gpus in (("a", 0.0, 4), ("b", 1.0, 4), ("c", 2.0, 1)))
+    engine = SimEngine(parse_shorthand("1x4"), Workload(name="three", jobs=jobs))
+    controller = Controller(engine, make_policy("fifo"))
+    while "c" not in controller.live or controller.live["c"].why != "priority: waiting behind b, first in line":
+        assert controller.step()
+    waiting = controller.live["c"]
+    waiting.note(controller.clock.now(), "held by an operator")
+    controller.cycle()  # the same plan: c still waits behind b
+    assert controller.last_plan.reasons["c"] == "priority: waiting behind b, first in line"
+    assert waiting.why == "priority: waiting behind b, first in line"
+    texts = [text for _, text in waiting.decisions]
+    assert texts[-2:] == ["held by an operator", "priority: waiting behind b, first in line"]
+    controller.cycle()  # unchanged and not overwritten: not noted twice
+    assert [text for _, text in waiting.decisions].count("priority: waiting behind b, first in line") == 2
