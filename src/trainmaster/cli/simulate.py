@@ -15,7 +15,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from trainmaster.controller.metrics import JobOutcome, Summary
 from trainmaster.controller.records import JobRecord
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
+from trainmaster.core.queue import QueueSpec
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import ORACLE, available, make_policy
@@ -181,10 +182,13 @@ Tick = Callable[[float, int], None]  # (simulated now, jobs ended so far)
 
 
 def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, config: SimConfig,
-                 tick: Tick | None = None) -> Result:
-    """Replay `workload` on `cluster` under `policy` (a preset name or a built one); `tick` hears each job's end."""
+                 tick: Tick | None = None, queues: Mapping[str, QueueSpec] | None = None) -> Result:
+    """Replay `workload` on `cluster` under `policy` (a preset name or a built one); `tick` hears each job's end.
+
+    `queues`: the queues the jobs' `spec.queue` name (default: one implicit queue).
+    """
     engine = SimEngine(cluster, workload, config)
-    controller = Controller(engine, make_policy(policy) if isinstance(policy, str) else policy)
+    controller = Controller(engine, make_policy(policy) if isinstance(policy, str) else policy, queues=queues)
     ended = 0
 
     def listen(what: str, record: JobRecord) -> None:

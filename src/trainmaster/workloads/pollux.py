@@ -340,18 +340,29 @@ def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1
     accumulation and local batch caps); the default reads the last validation
     row and the profiled step time (module doc).
     """
-    if fidelity not in FIDELITY_MODES:
-        raise SpecError("fidelity", f"unknown mode {fidelity!r}", f"use one of {', '.join(FIDELITY_MODES)}")
-    if max_factor < 1.0:
-        raise SpecError("max_factor", f"{max_factor} is below 1", "use 1 for fixed-size jobs or more for elastic")
     rows = _read_rows(Path(workload_csv))
     if rows and not set(WORKLOAD_COLUMNS) <= set(rows[0]):
         raise SpecError(
             str(workload_csv), "is not a Pollux workload", f"expected the columns {','.join(WORKLOAD_COLUMNS)}"
         )
+    path = Path(workload_csv)
+    jobs = pollux_jobs(rows, str(workload_csv), profiles_dir, max_factor=max_factor, oracle=oracle, fidelity=fidelity)
+    return Workload(name=f"pollux-{path.parent.name}-{path.stem}", jobs=jobs)
+
+
+def pollux_jobs(rows: Sequence[Mapping[str, str]], source: str, profiles_dir: Path, *, max_factor: float = 1.0,
+                oracle: bool = False, fidelity: str = "default") -> tuple[WorkloadJob, ...]:
+    """The jobs of Pollux workload rows (`WORKLOAD_COLUMNS`), by submit time; `load_pollux` says what each option does.
+
+    `source` names where the rows came from in errors (row i is line i + 2 of a CSV).
+    """
+    if fidelity not in FIDELITY_MODES:
+        raise SpecError("fidelity", f"unknown mode {fidelity!r}", f"use one of {', '.join(FIDELITY_MODES)}")
+    if max_factor < 1.0:
+        raise SpecError("max_factor", f"{max_factor} is below 1", "use 1 for fixed-size jobs or more for elastic")
     jobs: list[WorkloadJob] = []
     for i, row in enumerate(rows):
-        where = f"{workload_csv}:{i + 2}"
+        where = f"{source}:{i + 2}"
         app, replicas, bsz = row["application"], int(row["num_replicas"]), int(row["batch_size"])
         profile = load_profile(Path(profiles_dir) / app)
         runs = profile.validation.get(bsz)
@@ -377,8 +388,7 @@ def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1
         )
         jobs.append(WorkloadJob(row["name"], float(row["time"]), spec, truth))
     jobs.sort(key=lambda j: j.submit_time)
-    path = Path(workload_csv)
-    return Workload(name=f"pollux-{path.parent.name}-{path.stem}", jobs=tuple(jobs))
+    return tuple(jobs)
 
 
 def _peer_truth(where: str, profile: Profile, batch_size: int) -> PeerTruth:
