@@ -212,7 +212,8 @@ def render(args: argparse.Namespace, outcomes: list[Outcome], wall: float, comma
     ]
     for preset in args.presets:
         for setting in args.settings:
-            row = [_fmt(cells[(s, preset, setting)].mean()) if (s, preset, setting) in cells else "-" for s in sets]
+            got = [cells.get((s, preset, setting)) for s in sets]
+            row = [_fmt(c.mean()) if c is not None and c.outcomes else "-" for c in got]
             lines.append(f"| {preset} | {setting} | " + " | ".join(row) + " |")
     for (name, setting), by_load in PUBLISHED.items():
         row = []
@@ -258,8 +259,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("--settings takes fixed and/or elastic; --jobs at least 1")
     args.workloads = _range(args.workloads)
     todo = list(tasks(args))
+    command = ("python -m bench.presets " + " ".join(sys.argv[1:] if argv is None else argv)).strip()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     pool = Pool(args.jobs) if args.jobs > 1 else None
     try:
         results = pool.imap_unordered(run, todo) if pool else map(run, todo)
@@ -270,12 +273,13 @@ def main(argv: list[str] | None = None) -> None:
                   f"{' 2q' if t.queues else ''}: mean JCT "
                   f"{statistics.mean(outcome.jcts) if outcome.jcts else math.nan:,.0f} s ({outcome.cpu:.1f} s CPU)",
                   file=sys.stderr, flush=True)
+            if n < len(todo):  # what has run so far, should the run be stopped (a cell shows how many workloads)
+                partial = f"{command} -- partial: {n} of {len(todo)} replays"
+                args.out.write_text(render(args, outcomes, time.perf_counter() - started, partial))
     finally:
         if pool:
             pool.close()
-    command = "python -m bench.presets " + " ".join(sys.argv[1:] if argv is None else argv)
-    text = render(args, outcomes, time.perf_counter() - started, command.strip())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    text = render(args, outcomes, time.perf_counter() - started, command)
     args.out.write_text(text)
     print(text)
     print(f"wrote {args.out} (pid {os.getpid()})", file=sys.stderr)
