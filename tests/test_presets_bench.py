@@ -14,7 +14,7 @@ from trainmaster.workloads.philly_pollux import CONFIGS, philly_pollux, philly_r
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
 
-from bench import presets  # noqa: E402
+from bench import presets
 
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
