@@ -49,6 +49,9 @@ def test_rows_follow_the_recipe(tmp_path: Path) -> None:
         philly_rows(path, jobs=5)
     with pytest.raises(SpecError, match="file not found"):
         philly_rows(tmp_path / "nope.csv")
+    bad = _philly(tmp_path, [("yesterday", 100, 1, 10.0)])
+    with pytest.raises(SpecError, match=r"philly.csv:2: malformed row 'yesterday"):
+        philly_rows(bad)
 
 
 def test_pollux_workload_from_the_real_trace(shared_data: Path) -> None:

@@ -64,13 +64,19 @@ def philly_rows(philly_csv: Path, *, jobs: int = 160, seed: int = 0, start: int 
         reader = csv.reader(f)
         if next(reader, []) != COLUMNS:
             raise SpecError(str(philly_csv), "is not a Philly job list", f"expected the header {','.join(COLUMNS)}")
-        for row in reader:
-            if not row or float(row[1]) < 60 or float(row[3]) >= 1000 * HOUR:
+        for n, row in enumerate(reader, start=2):
+            if not row:
                 continue
-            when = datetime.fromisoformat(row[0])
+            try:
+                when, duration, gpu_seconds = datetime.fromisoformat(row[0]), float(row[1]), float(row[3])
+            except (ValueError, IndexError):
+                raise SpecError(f"{philly_csv}:{n}", f"malformed row {','.join(row)[:80]!r}",
+                                "each row needs timestamp,duration,num_gpus,gpu_time,cluster") from None
+            if duration < 60 or gpu_seconds >= 1000 * HOUR:
+                continue
             second = ((when.hour - start) % 24) * HOUR + when.minute * 60 + when.second
             if second < hours * HOUR:
-                pool.append((second, float(row[3])))
+                pool.append((second, gpu_seconds))
     if len(pool) < jobs:
         raise SpecError(str(philly_csv), f"has {len(pool)} jobs in the window, fewer than {jobs}", "ask for fewer")
     rng = random.Random(seed)
