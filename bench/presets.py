@@ -213,7 +213,9 @@ def render(args: argparse.Namespace, outcomes: list[Outcome], wall: float, comma
     for preset in args.presets:
         for setting in args.settings:
             got = [cells.get((s, preset, setting)) for s in sets]
-            row = [_fmt(c.mean()) if c is not None and c.outcomes else "-" for c in got]
+            row = ["-" if c is None or not c.outcomes else _fmt(c.mean()) + (
+                "" if len(c.outcomes) == len(args.workloads) else f" ({len(c.outcomes)} of {len(args.workloads)})")
+                for c in got]
             lines.append(f"| {preset} | {setting} | " + " | ".join(row) + " |")
     for (name, setting), by_load in PUBLISHED.items():
         row = []
