@@ -53,7 +53,8 @@ class SimConfig:
     seed: int = 0
     # Seconds between scheduling rounds (None: event-driven). Pollux's simulator steps the cluster 60 s at a
     # time (`Cluster.step`, `--interval`): what happens inside a round (an arrival, a job's end, tasks up)
-    # reaches the scheduler only at the round's end, stamped with when it happened.
+    # reaches the scheduler only at the round's end, stamped with when it happened. (A node lost inside a
+    # round stops its jobs at the round's end: the peer models no revocations.)
     round: float | None = None
 
 
