@@ -15,8 +15,8 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -32,6 +32,7 @@ from trainmaster.controller.metrics import JobOutcome, Summary
 from trainmaster.controller.records import JobRecord
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
+from trainmaster.core.queue import QueueSpec
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import ORACLE, available, make_policy
@@ -61,8 +62,30 @@ class Result:
     events: int
     cycles: int
     money: market_cli.MarketFigures | None = None  # cost, GPU-hours, revocations, work lost
+    report_interval: float | None = None  # seconds between progress reports in this replay (None: per start)
 
-LEARNING_REPORT_INTERVAL = 300.0  # seconds; default report period when a compared preset learns online
+LEARNING_REPORT_INTERVAL = 300.0  # seconds; default report period of a preset that learns online
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """What a `--fidelity` mode sets unless an option overrides it: delays, rounds, the Pollux job model."""
+
+    start_delay: float  # seconds a job's very first start costs
+    restart_delay: float  # seconds every later start (resume, resize, migration) costs
+    round: float | None  # seconds between scheduling rounds; None: decide on every event
+    doc: str
+
+
+FIDELITY: dict[str, Fidelity] = {
+    "default": Fidelity(0.0, 30.0, None, "event-driven, free first start, Pollux jobs as long as their last "
+                                         "validation row"),
+    # Pollux's simulator (petuum/adaptdl simulator/simulator.py): `Job.reallocate` sets `rescale_time = 30`
+    # on every allocation, the first included; `Cluster.step` runs in `--interval` rounds, default 60 s;
+    # Pollux jobs follow its progress/gain model (workloads/pollux_peer.py).
+    "pollux": Fidelity(30.0, 30.0, 60.0, "as Pollux's simulator: 30 s on every start, 60 s rounds, "
+                                         "progress/gain job model"),
+}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,16 +100,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of synthetic: and ps: workloads and of the engine")
     p.add_argument("--out", type=Path, default=None,
                    help="directory for report.json, index.html (the dashboard as one static page) and the PNG plots")
-    p.add_argument("--restart-delay", type=float, default=30.0,
-                   help="seconds a job loses when its allocation changes (checkpoint-restart)")
+    p.add_argument("--fidelity", choices=sorted(FIDELITY), default="default",
+                   help="what the replay models: " + "; ".join(f"{k}: {v.doc}" for k, v in FIDELITY.items())
+                        + ". The delay and round options override the mode's values")
+    p.add_argument("--start-delay", type=float, default=None, metavar="SECONDS",
+                   help="seconds a job's first start takes (default: 0; pollux fidelity: 30)")
+    p.add_argument("--restart-delay", type=float, default=None, metavar="SECONDS",
+                   help="seconds a job loses when its allocation changes (checkpoint-restart; default 30)")
+    p.add_argument("--round", type=float, default=None, metavar="SECONDS",
+                   help="seconds between scheduling rounds: what happens inside one is seen at its end "
+                        "(default: every event, 0 says so; pollux fidelity: 60)")
     p.add_argument("--max-factor", type=float, default=1.0,
                    help="elastic replay: jobs may grow to this multiple of their requested GPUs (1 = fixed); "
                         "presets that do not resize (fifo, tiresias, srtf) run elastic jobs at their minimum")
     p.add_argument("--report-interval", type=float, default=None, metavar="SECONDS",
                    help="simulated seconds between each running job's progress reports. The model-driven "
                         f"presets (optimus, trainmaster) learn speed and convergence from them: default "
-                        f"{LEARNING_REPORT_INTERVAL:g} s when one of them is compared, otherwise one report per "
-                        "start (fast replays of long traces)")
+                        f"{LEARNING_REPORT_INTERVAL:g} s for those presets, one report per start for the others "
+                        "(each preset's figures never depend on which others are compared)")
     p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
     p.add_argument("--profiles", type=Path, default=None, help="Pollux profiles folder (default: beside the trace)")
     p.add_argument("--no-plots", action="store_true", help="write report.json only")
@@ -97,6 +128,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def learns_online(name: str) -> bool:
     """Whether preset `name` fits models from progress reports (and so needs periodic ones)."""
     return make_policy(name).uses_models
+
+
+def sim_config(fidelity: str = "default", *, start_delay: float | None = None, restart_delay: float | None = None,
+               round: float | None = None, report_interval: float | None = None, seed: int = 0) -> SimConfig:
+    """The engine settings of a fidelity mode, each overridden where given (`round=0`: event-driven)."""
+    mode = FIDELITY[fidelity]
+    rounds = mode.round if round is None else round
+    return SimConfig(
+        start_delay=mode.start_delay if start_delay is None else start_delay,
+        restart_delay=mode.restart_delay if restart_delay is None else restart_delay,
+        round=rounds or None,
+        report_interval=report_interval,
+        seed=seed,
+    )
+
+
+def config_for(policy: str, base: SimConfig, report_interval: float | None = None) -> SimConfig:
+    """`base` for preset `policy`: its own report interval unless one is given, so that the presets
+    compared beside it never change its figures (a preset that learns online reports every
+    `LEARNING_REPORT_INTERVAL` s, the others once per start)."""
+    if report_interval is None:
+        report_interval = LEARNING_REPORT_INTERVAL if learns_online(policy) else None
+    return replace(base, report_interval=report_interval)
 
 
 def policy_names(text: str) -> list[str]:
@@ -132,13 +186,16 @@ Tick = Callable[[float, int], None]  # (simulated now, jobs ended so far)
 
 
 def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, config: SimConfig,
-                 tick: Tick | None = None, market: MarketSetup | None = None) -> Result:
+                 tick: Tick | None = None, market: MarketSetup | None = None,
+                 queues: Mapping[str, QueueSpec] | None = None) -> Result:
     """Replay `workload` on `cluster` under `policy` (a preset name or a built one); `tick` hears each job's end.
 
-    `market` adds revocations, replacement or the autoscaler (`cli.sim_market`)."""
+    `market` adds revocations, replacement or the autoscaler (`cli.market`); `queues`: the queues the jobs'
+    `spec.queue` name (default: one implicit queue).
+    """
     m = market or MarketSetup()
     engine = SimEngine(cluster, workload, config, market=m.market, replace_delay=m.replace_delay)
-    controller = Controller(engine, make_policy(policy) if isinstance(policy, str) else policy)
+    controller = Controller(engine, make_policy(policy) if isinstance(policy, str) else policy, queues=queues)
     scaler = attach(controller, engine, m)
     ended = 0
 
@@ -166,12 +223,16 @@ def simulate_one(workload: Workload, cluster: Cluster, policy: str | Policy, con
         events=engine.events_processed,
         cycles=controller.cycles,
         money=market_cli.figures(controller, engine, scaler),
+        report_interval=config.report_interval,
     )
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    if not args.restart_delay >= 0 or math.isinf(args.restart_delay):
-        raise SpecError("--restart-delay", f"{args.restart_delay} is not a duration", "use 0 or more seconds")
+    for option in ("start_delay", "restart_delay", "round"):
+        value = getattr(args, option)
+        if value is not None and (not value >= 0 or math.isinf(value)):
+            flag = "--" + option.replace("_", "-")
+            raise SpecError(flag, f"{value} is not a duration", "use 0 or more seconds")
     if not args.max_factor >= 1.0 or math.isinf(args.max_factor):
         raise SpecError("--max-factor", f"{args.max_factor} is below 1", "use 1 for fixed-size jobs, e.g. 2 to double")
     interval = args.report_interval
@@ -227,7 +288,7 @@ def _finite(value: object) -> object:
 
 
 def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
-           results: Sequence[Result]) -> dict[str, object]:
+           results: Sequence[Result], config: SimConfig) -> dict[str, object]:
     return {
         "workload": workload.name,
         "jobs": len(workload),
@@ -235,13 +296,17 @@ def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
         "nodes": len(cluster),
         "gpus": cluster.total.gpu,
         "seed": args.seed,
-        "restart_delay": args.restart_delay,
+        "fidelity": args.fidelity,
+        "start_delay": config.start_delay,
+        "restart_delay": config.restart_delay,
+        "round": config.round,
         "max_factor": args.max_factor,
         "report_interval": args.report_interval,
         "market": None if getattr(args, "market", None) is None else str(args.market),
         "autoscale": None if getattr(args, "autoscale", None) is None else str(args.autoscale),
         "policies": {
             r.policy: {
+                "report_interval": r.report_interval,
                 "summary": {k: _finite(v) for k, v in r.summary.as_dict().items()},
                 "rejected": r.rejected,
                 "wall_seconds": round(r.wall_seconds, 3),
@@ -265,17 +330,17 @@ def report(args: argparse.Namespace, workload: Workload, cluster: Cluster,
 def run(args: argparse.Namespace) -> int:
     names = policy_names(args.policy)
     _check_options(args)
-    if args.report_interval is None and any(learns_online(name) for name in names):
-        args.report_interval = LEARNING_REPORT_INTERVAL
     if args.out is not None:  # fail before a long replay, not after it
         _write(args.out / ".trainmaster-write-test", "")
         (args.out / ".trainmaster-write-test").unlink()
     cluster = load_cluster(args.cluster)
-    options = {"seed": args.seed, "max_factor": args.max_factor, "limit": args.limit, "profiles": args.profiles}
+    options = {"seed": args.seed, "max_factor": args.max_factor, "limit": args.limit, "profiles": args.profiles,
+               "fidelity": args.fidelity}
     workloads = {False: load_workload(args.workload, oracle=False, **options)}
     if any(name in ORACLE for name in names):  # only reference lines see true durations
         workloads[True] = load_workload(args.workload, oracle=True, **options)
-    config = SimConfig(restart_delay=args.restart_delay, report_interval=args.report_interval, seed=args.seed)
+    config = sim_config(args.fidelity, start_delay=args.start_delay, restart_delay=args.restart_delay,
+                        round=args.round, seed=args.seed)
     market = market_cli.setup(args, args.seed)
     workload = workloads[False]
     results: list[Result] = []
@@ -288,10 +353,11 @@ def run(args: argparse.Namespace) -> int:
             def tick(now: float, ended: int, task: TaskID = task) -> None:
                 bar.update(task, completed=ended, sim=f"{now / 3600:,.1f} h")
 
-            results.append(simulate_one(workloads[name in ORACLE], cluster, name, config, tick, market))
+            results.append(simulate_one(workloads[name in ORACLE], cluster, name,
+                                        config_for(name, config, args.report_interval), tick, market))
     make_console().print(comparison_table(f"{workload.name} on {args.cluster} ({cluster.total.gpu} GPUs)", results))
     if args.out is not None:
-        data = report(args, workload, cluster, results)
+        data = report(args, workload, cluster, results, config)
         _write(args.out / "report.json", json.dumps(data, indent=1))
         _write(args.out / "index.html", sim_page.render(data, results))  # the dashboard, static
         written = ["report.json", "index.html"]

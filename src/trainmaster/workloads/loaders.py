@@ -75,6 +75,7 @@ def load_workload(
     oracle: bool = False,
     limit: int | None = None,
     profiles: Path | None = None,
+    fidelity: str = "default",
 ) -> Workload:
     """The workload `text` names (module doc), at most `limit` jobs (the earliest submitted).
 
@@ -82,7 +83,7 @@ def load_workload(
     always elastic within their roles' bounds. `oracle` puts the true runtime in
     `spec.estimate` (srtf's reference line) of trace jobs; synthetic jobs always
     carry one and PS jobs never do (their loss target decides). `seed` only
-    matters for generated workloads.
+    matters for generated workloads; `fidelity` picks how Pollux jobs are modelled (`load_pollux`).
     """
     if limit is not None and limit <= 0:
         raise SpecError("--limit", f"{limit} is not a positive job count", "use at least 1")
@@ -106,7 +107,8 @@ def load_workload(
             header = _header(path)
             if set(WORKLOAD_COLUMNS) <= set(header):
                 workload = load_pollux(
-                    path, profiles or path.resolve().parent.parent / "profiles", max_factor=max_factor, oracle=oracle
+                    path, profiles or path.resolve().parent.parent / "profiles", max_factor=max_factor, oracle=oracle,
+                    fidelity=fidelity,
                 )
             elif header == PHILLY_COLUMNS:
                 return load_philly(path, limit=limit, oracle=oracle)

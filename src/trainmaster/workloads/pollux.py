@@ -47,12 +47,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import JobSpec, Role, Target, simple_job
 from trainmaster.workloads.base import Workload, WorkloadJob
+
+if TYPE_CHECKING:
+    from trainmaster.workloads.pollux_peer import PeerTruth
 
 PROFILED_GPUS_PER_NODE = 4  # AWS g4dn.12xlarge: 4 x T4 (README of the Pollux artifact)
 SCALABILITY_MAX_NODES = 16
@@ -164,6 +168,9 @@ class Validation:
     batch_size: int
     iterations: tuple[float, ...]
     metric: tuple[float, ...]
+    progress: tuple[float, ...] = ()  # per epoch: steps of the smallest validated batch (Pollux's simulator)
+    grad_sqr: tuple[float, ...] = ()  # per epoch: gradient square norm and variance (the gradient noise scale)
+    grad_var: tuple[float, ...] = ()
 
     @property
     def total_steps(self) -> float:
@@ -259,7 +266,10 @@ def load_profile(app_dir: Path) -> Profile:
         bsz = int(path.stem.split("-", 1)[1])
         rows = _read_rows(path)
         validation[bsz] = Validation(
-            bsz, tuple(float(r["iteration"]) for r in rows), tuple(float(r["metric"]) for r in rows)
+            bsz,
+            tuple(float(r["iteration"]) for r in rows),
+            tuple(float(r["metric"]) for r in rows),
+            *(tuple(float(r.get(c) or "nan") for r in rows) for c in ("progress", "grad_sqr", "grad_var")),
         )
     return Profile(
         app_dir.name,
@@ -277,6 +287,15 @@ def node_order(name: str) -> tuple[object, ...]:
     return tuple(int(p) if p.isdigit() else p for p in _NUMBERS.split(name))
 
 
+def worker_counts(alloc: Allocation) -> list[int]:
+    """Workers per node, nodes in `node_order` (empty when no worker runs)."""
+    per_node: dict[str, int] = {}
+    for (role, node), n in alloc.counts.items():
+        if role is Role.WORKER:
+            per_node[node] = per_node.get(node, 0) + n
+    return [per_node[name] for name in sorted(per_node, key=node_order)]
+
+
 @dataclass(frozen=True)
 class PolluxTruth:
     """Ground truth of one Pollux job: `application` at global batch `batch_size`."""
@@ -290,14 +309,8 @@ class PolluxTruth:
         return self.profile.validation[self.batch_size].total_steps
 
     def steps_per_second(self, alloc: Allocation, spec: JobSpec, cluster: Cluster | None = None) -> float:
-        per_node: dict[str, int] = {}
-        for (role, node), n in alloc.counts.items():
-            if role is Role.WORKER:
-                per_node[node] = per_node.get(node, 0) + n
-        if not per_node:
-            return 0.0
-        counts = [per_node[name] for name in sorted(per_node, key=node_order)]
-        return 1.0 / self.profile.step_time(counts, self.batch_size)
+        counts = worker_counts(alloc)
+        return 1.0 / self.profile.step_time(counts, self.batch_size) if counts else 0.0
 
     def loss(self, step: float) -> float | None:
         return self.curve(step)
@@ -309,7 +322,11 @@ class PolluxTruth:
         return self.total_steps * self.profile.step_time(counts, self.batch_size)
 
 
-def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1.0, oracle: bool = False) -> Workload:
+FIDELITY_MODES = ("default", "pollux")  # how job length and speed are modelled (see `load_pollux`)
+
+
+def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1.0, oracle: bool = False,
+                fidelity: str = "default") -> Workload:
     """Jobs of a Pollux workload CSV, with ground truth from `profiles_dir/<application>/`.
 
     `max_factor == 1`: each job is fixed at `num_replicas` one-GPU workers.
@@ -318,18 +335,34 @@ def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1
     `oracle`: `spec.estimate` is the true runtime at `num_replicas` (for the srtf
     reference line); otherwise no estimate is given. `spec.target.steps` is the
     job's length in steps (what the user's script trains for), `spec.job_type`
-    the application.
+    the application. `fidelity="pollux"` models length and speed as Pollux's
+    own simulator does (`workloads.pollux_peer`: progress and gain, gradient
+    accumulation and local batch caps); the default reads the last validation
+    row and the profiled step time (module doc).
     """
-    if max_factor < 1.0:
-        raise SpecError("max_factor", f"{max_factor} is below 1", "use 1 for fixed-size jobs or more for elastic")
     rows = _read_rows(Path(workload_csv))
     if rows and not set(WORKLOAD_COLUMNS) <= set(rows[0]):
         raise SpecError(
             str(workload_csv), "is not a Pollux workload", f"expected the columns {','.join(WORKLOAD_COLUMNS)}"
         )
+    path = Path(workload_csv)
+    jobs = pollux_jobs(rows, str(workload_csv), profiles_dir, max_factor=max_factor, oracle=oracle, fidelity=fidelity)
+    return Workload(name=f"pollux-{path.parent.name}-{path.stem}", jobs=jobs)
+
+
+def pollux_jobs(rows: Sequence[Mapping[str, str]], source: str, profiles_dir: Path, *, max_factor: float = 1.0,
+                oracle: bool = False, fidelity: str = "default") -> tuple[WorkloadJob, ...]:
+    """The jobs of Pollux workload rows (`WORKLOAD_COLUMNS`), by submit time; `load_pollux` says what each option does.
+
+    `source` names where the rows came from in errors (row i is line i + 2 of a CSV).
+    """
+    if fidelity not in FIDELITY_MODES:
+        raise SpecError("fidelity", f"unknown mode {fidelity!r}", f"use one of {', '.join(FIDELITY_MODES)}")
+    if max_factor < 1.0:
+        raise SpecError("max_factor", f"{max_factor} is below 1", "use 1 for fixed-size jobs or more for elastic")
     jobs: list[WorkloadJob] = []
     for i, row in enumerate(rows):
-        where = f"{workload_csv}:{i + 2}"
+        where = f"{source}:{i + 2}"
         app, replicas, bsz = row["application"], int(row["num_replicas"]), int(row["batch_size"])
         profile = load_profile(Path(profiles_dir) / app)
         runs = profile.validation.get(bsz)
@@ -337,7 +370,11 @@ def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1
             raise SpecError(
                 where, f"{app} has no validation-{bsz}.csv", f"use one of the batch sizes {sorted(profile.validation)}"
             )
-        truth = PolluxTruth(profile, bsz, LossCurve.from_metric(runs.iterations, runs.metric))
+        truth: PolluxTruth | PeerTruth
+        if fidelity == "pollux":
+            truth = _peer_truth(where, profile, bsz)
+        else:
+            truth = PolluxTruth(profile, bsz, LossCurve.from_metric(runs.iterations, runs.metric))
         hi = replicas if max_factor == 1.0 else math.ceil(max_factor * replicas)
         spec = simple_job(
             row["name"],
@@ -345,11 +382,19 @@ def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1
             min_gpus=replicas if max_factor == 1.0 else 1,
             max_gpus=hi,
             job_type=app,
-            target=Target(steps=int(runs.total_steps), epochs=runs.epochs),
+            target=Target(steps=round(truth.total_steps), epochs=runs.epochs),
             estimate=truth.runtime(replicas) if oracle else None,
             labels=(("batch_size", str(bsz)),),  # the user's global batch: lets same-type speed fits share a prior
         )
         jobs.append(WorkloadJob(row["name"], float(row["time"]), spec, truth))
     jobs.sort(key=lambda j: j.submit_time)
-    path = Path(workload_csv)
-    return Workload(name=f"pollux-{path.parent.name}-{path.stem}", jobs=tuple(jobs))
+    return tuple(jobs)
+
+
+def _peer_truth(where: str, profile: Profile, batch_size: int) -> PeerTruth:
+    from trainmaster.workloads.pollux_peer import PeerTruth  # the peer's model builds on this module's types
+
+    if any(math.isnan(x) for v in profile.validation.values() for x in (*v.progress, *v.grad_sqr, *v.grad_var)):
+        raise SpecError(where, f"{profile.app}'s validation files lack progress, grad_sqr or grad_var",
+                        "use Pollux's profiles (validation-*.csv with those columns) or the default fidelity")
+    return PeerTruth.of(profile, batch_size)

@@ -62,6 +62,16 @@ class SimConfig:
     speed_noise: float = 0.0  # relative std-dev of reported speed
     loss_noise: float = 0.0  # relative std-dev of reported loss
     seed: int = 0
+    # Seconds between scheduling rounds (None: event-driven). Pollux's simulator steps the cluster 60 s at a
+    # time (`Cluster.step`, `--interval`): what happens inside a round (an arrival, a job's end, tasks up)
+    # reaches the scheduler only at the round's end, stamped with when it happened. (A node lost inside a
+    # round stops its jobs at the round's end: the peer models no revocations.)
+    round: float | None = None
+
+
+def _round_up(t: float, period: float) -> float:
+    """The first multiple of `period` at or after `t` (a hair of float error does not push it a round on)."""
+    return math.ceil(t / period - EPS) * period
 
 
 # A heap entry: (time, seq, kind, key, version). `seq` breaks ties in push order and is
@@ -152,6 +162,8 @@ class SimEngine:
             self._push(now + delay, "ready", action.job_id, job.version)
 
     def wait(self, timeout: float | None) -> list[Event]:
+        if self.config.round:
+            return self._wait_round(timeout, self.config.round)
         heap = self._heap
         deadline = None if timeout is None else self.clock.now() + timeout
         while heap:
@@ -168,6 +180,37 @@ class SimEngine:
                 if not self._stale(item):
                     self.events_processed += 1
                     events.extend(self._fire(item))
+            if events:
+                return events
+        if deadline is not None:
+            self.clock.advance_to(max(deadline, self.clock.now()))
+        return []
+
+    def _wait_round(self, timeout: float | None, period: float) -> list[Event]:
+        """`wait` in rounds: fire what falls inside the next round at its own time, return it at the round's end.
+
+        Jobs progress, start and finish at their true times (the engine's state is
+        exact); only the scheduler's view is held to round ends, so decisions,
+        and the wake-ups a policy asks for, happen on multiples of `period`.
+        """
+        heap = self._heap
+        deadline = None if timeout is None else _round_up(self.clock.now() + timeout, period)
+        while True:
+            while heap and self._stale(heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                break
+            end = _round_up(heap[0][0], period)
+            if deadline is not None and end > deadline:
+                break
+            events: list[Event] = []
+            while heap and heap[0][0] <= end:
+                item = heapq.heappop(heap)
+                if not self._stale(item):
+                    self.clock.advance_to(item[0])
+                    self.events_processed += 1
+                    events.extend(self._fire(item))
+            self.clock.advance_to(end)
             if events:
                 return events
         if deadline is not None:

@@ -1,0 +1,91 @@
+"""The preset comparison bench (bench/presets.py) and the Philly-derived Pollux-format workloads it replays."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from trainmaster.core.errors import SpecError
+from trainmaster.workloads.philly_pollux import CONFIGS, philly_pollux, philly_rows
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
+
+from bench import presets
+
+HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def _philly(tmp_path: Path, rows: list[tuple[str, float, int, float]]) -> Path:
+    path = tmp_path / "philly.csv"
+    path.write_text(HEADER + "".join(f"{t},{d},{g},{gt},vc1\n" for t, d, g, gt in rows))
+    return path
+
+
+def test_rows_follow_the_recipe(tmp_path: Path) -> None:
+    hour = 3600.0
+    path = _philly(tmp_path, [
+        ("2017-10-03 02:00:05", 100, 1, 0.5 * hour),  # small -> cifar10 or ncf
+        ("2017-10-04 03:30:00", 900, 4, 5 * hour),  # 1-10 GPU-h -> deepspeech2 or bert
+        ("2017-10-05 09:59:59", 5000, 8, 50 * hour),  # 10-100 -> yolov3
+        ("2017-10-06 04:00:00", 90000, 64, 500 * hour),  # 100-1000 -> imagenet
+        ("2017-10-06 05:00:00", 30, 1, 10.0),  # under 60 s: dropped
+        ("2017-10-06 06:00:00", 99999, 64, 2000 * hour),  # 1,000 GPU-hours or more: dropped
+        ("2017-10-06 10:00:00", 600, 1, 600.0),  # 10 o'clock: outside the 2-10 window
+    ])
+    rows = philly_rows(path, jobs=4, seed=3)
+    assert [int(r["time"]) for r in rows] == [5, 3600 + 1800, 2 * 3600, 8 * 3600 - 1]
+    apps = [r["application"] for r in rows]
+    assert apps[0] in ("cifar10", "ncf") and apps[1] in ("deepspeech2", "bert")
+    assert apps[2:] == ["imagenet", "yolov3"]
+    for i, r in enumerate(rows):
+        assert r["name"] == f"{r['application']}-{i}"
+        assert (int(r["num_replicas"]), int(r["batch_size"])) in CONFIGS[r["application"]]
+    assert philly_rows(path, jobs=4, seed=3) == rows  # seeded
+    with pytest.raises(SpecError, match="has 4 jobs in the window, fewer than 5"):
+        philly_rows(path, jobs=5)
+    with pytest.raises(SpecError, match="file not found"):
+        philly_rows(tmp_path / "nope.csv")
+    bad = _philly(tmp_path, [("yesterday", 100, 1, 10.0)])
+    with pytest.raises(SpecError, match=r"philly.csv:2: malformed row 'yesterday"):
+        philly_rows(bad)
+
+
+def test_pollux_workload_from_the_real_trace(shared_data: Path) -> None:
+    pollux = shared_data / "pollux"
+    wl = philly_pollux(pollux / "philly.csv", pollux / "profiles", seed=1, max_factor=2.0, fidelity="pollux")
+    assert len(wl) == 160 and wl.name == "philly-pollux-160-seed1"
+    assert [j.submit_time for j in wl.jobs] == sorted(j.submit_time for j in wl.jobs)
+    assert max(j.submit_time for j in wl.jobs) < 8 * 3600
+    mix = Counter(j.spec.job_type for j in wl.jobs)
+    assert set(mix) <= set(CONFIGS) and mix["cifar10"] + mix["ncf"] > 80  # most Philly jobs are small
+    assert all(j.spec.min_gpus == 1 for j in wl.jobs)  # elastic from 1 GPU
+    with (pollux / "workloads" / "workload-1.csv").open() as f:
+        published = Counter(r["application"] for r in csv.DictReader(f))
+    assert published["ncf"] + published["cifar10"] > 80  # the same shape as Pollux's own
+
+
+def test_bench_writes_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], shared_data: Path) -> None:
+    out = tmp_path / "presets.md"
+    presets.main(["--presets", "fifo,tiresias", "--loads", "1", "--workloads", "1", "--no-philly",
+                  "--settings", "fixed", "--out", str(out)])
+    text = out.read_text()
+    assert "python -m bench.presets --presets fifo,tiresias" in text
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()
+            if line.startswith("| fifo | fixed |") or line.startswith("| tiresias | fixed |")}
+    assert set(rows) == {"fifo", "tiresias"}
+    detail = [line for line in text.splitlines() if line.startswith("| tiresias | fixed |")][-1]
+    cells = [c.strip() for c in detail.split("|")[3:-1]]
+    mean, p50, p99 = (float(c.replace(",", "")) for c in cells[:3])
+    assert p50 < mean < p99  # a heavy tail: a few imagenet jobs
+    assert cells[5].endswith("%") and 0 < float(cells[6]) <= 1  # utilization, Jain's index
+    assert "| *Tiresias (published, Pollux's simulator)* | fixed | 4,038 |" in text
+
+
+def test_jain_index() -> None:
+    assert presets.jain([2.0, 2.0]) == 1.0
+    assert presets.jain([1.0, 0.0]) == 0.5
+    assert presets.jain([1.0, 3.0]) == pytest.approx(16 / 20)
