@@ -109,7 +109,7 @@ class Autoscaler:
         for name, m in list(self.made.items()):
             if name not in c.cluster:
                 continue
-            if c.free.get(name) != m.node.capacity:
+            if c.free.get(name) != c.cluster.node(name).capacity:  # the node as it joined (a provider may differ)
                 m.idle_since = None
             elif m.idle_since is None:
                 m.idle_since = now

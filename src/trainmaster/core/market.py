@@ -197,9 +197,12 @@ def autoscale_from_mapping(doc: object, where: str = "") -> AutoscaleSpec:
         gpu_type = (t.gpu_type or "gpu").lower() if t.gpu else None
         listed = GPU_PRICES.get(gpu_type or "")
         prices = []
-        for given, j, field in ((t.on_demand_price, 0, "onDemandPrice"), (t.transient_price, 1, "transientPrice")):
+        for given, j, field, used in ((t.on_demand_price, 0, "onDemandPrice", t.max_on_demand),
+                                      (t.transient_price, 1, "transientPrice", t.max_transient)):
             if given is not None:
                 prices.append(float(given))
+            elif not used:  # no node of this kind may be made: its price does not matter
+                prices.append(0.0)
             elif listed is not None:
                 prices.append(round(HOST_PRICE[j] + t.gpu * listed[j], 6))
             else:
