@@ -37,6 +37,7 @@ from trainmaster.policies.waits import CAPACITY, WaitKind
 from trainmaster.policies.workspace import ClusterMemo, never_fits
 
 _DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE}
+ASK_LIMIT = 3  # requests for one job; a job still waiting after that is not provided for again
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Autoscaler:
     added: int = 0
     removed: int = 0
     refused: int = 0  # requests a limit, the budget or the market turned down
+    asked: dict[str, int] = field(default_factory=dict)  # job id -> times nodes were requested for it
 
     def attach(self, controller: Controller) -> Autoscaler:
         self._controller = controller
@@ -86,7 +88,10 @@ class Autoscaler:
             wants_room = jid in plan.rejected or (wait is not None and wait.kind in _DEMAND)
             if not wants_room or record is None or record.allocation:
                 continue
-            self._provide(record.spec, free, c, now)
+            if self.asked.get(jid, 0) >= ASK_LIMIT:  # nodes came for it and it still did not start:
+                continue  # placement wants something offers do not give; never churn nodes for it forever
+            if self._provide(record.spec, free, c, now):
+                self.asked[jid] = self.asked.get(jid, 0) + 1
 
     def next_wake(self) -> float | None:
         idle = [m.idle_since for m in self.made.values() if m.idle_since is not None]
@@ -118,46 +123,53 @@ class Autoscaler:
                 del self.made[name]
                 self.removed += 1
 
-    def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float) -> None:
+    def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float) -> bool:
         """Pack the job's minimum gang onto free and booting room, then onto new nodes; request those only
         when the whole gang is covered (a partial gang would sit idle)."""
         tasks = [(role, rs.resources) for role, rs in spec.roles.items() for _ in range(rs.min)]
         tasks.sort(key=lambda t: (t[0] is not Role.PS, -t[1].gpu, -t[1].cpu))
+        # The gang's anchors (PS tasks, the chief) go on on-demand nodes, as placement will put them
+        # (`anchorsOnDemand`, policies.workspace.anchored): provide for them so.
+        anchoring = spec.anchors_on_demand and spec.transient is not TransientUse.NEVER and len(tasks) > 1
+        chief = next((i for i, (role, _) in enumerate(tasks) if role is Role.WORKER), None)
         room = dict(free)
         new: list[tuple[Offer, Resources]] = []  # nodes to request, with the room left on each
-        for role, need in tasks:
-            if self._fit(role, need, spec, room, c):
+        for k, (role, need) in enumerate(tasks):
+            anchor = anchoring and (role is Role.PS or k == chief)
+            if self._fit(role, need, spec, room, c, anchor):
                 continue
             i = next((i for i, (o, r) in enumerate(new) if need.fits_in(r)
-                      and _eligible(o.node_type.make("?", o.transient), role, spec)), None)
+                      and _eligible(o.node_type.make("?", o.transient), role, spec, anchor)), None)
             if i is not None:
                 new[i] = (new[i][0], new[i][1] - need)
                 continue
-            offer = self._choose(role, need, spec, c, now, [o for o, _ in new])
+            offer = self._choose(role, need, spec, c, now, [o for o, _ in new], anchor)
             if offer is None:
                 self.refused += 1
-                return  # the gang cannot be covered now: ask for nothing for this job
+                return False  # the gang cannot be covered now: ask for nothing for this job
             new.append((offer, offer.node_type.capacity - need))
         free.update(room)
         for offer, left in new:
             node = self.provider.request(offer.node_type, offer.transient)
             if node is None:
                 self.refused += 1
-                return
+                return bool(new)
             self.made[node.name] = _Made(offer, node)
             self.added += 1
             free[node.name] = left
+        return bool(new)
 
-    def _fit(self, role: Role, need: Resources, spec: JobSpec, free: dict[str, Resources], c: Controller) -> bool:
+    def _fit(self, role: Role, need: Resources, spec: JobSpec, free: dict[str, Resources], c: Controller,
+             anchor: bool = False) -> bool:
         for name, room in free.items():
             node = self.made[name].node if name in self.made else (c.cluster.node(name) if name in c.cluster else None)
-            if node is not None and need.fits_in(room) and _eligible(node, role, spec):
+            if node is not None and need.fits_in(room) and _eligible(node, role, spec, anchor):
                 free[name] = room - need
                 return True
         return False
 
     def _choose(self, role: Role, need: Resources, spec: JobSpec, c: Controller, now: float,
-                planned: list[Offer]) -> Offer | None:
+                planned: list[Offer], anchor: bool = False) -> Offer | None:
         if self.spec.budget is not None and c.cost.cluster_dollars(now) >= self.spec.budget:
             return None
         offers = [*(m.offer for m in self.made.values()), *planned]
@@ -168,7 +180,7 @@ class Autoscaler:
         options = [
             o for o in self.spec.offers
             if need.fits_in(o.node_type.capacity) and counts.get(o.key, 0) < o.limit
-            and _eligible(o.node_type.make("?", o.transient), role, spec)
+            and _eligible(o.node_type.make("?", o.transient), role, spec, anchor)
             and (self.spec.max_cost_per_hour is None or spend + o.price <= self.spec.max_cost_per_hour + 1e-9)
         ]
         prefs = [t.lower() for t in spec.gpu_types]
@@ -181,9 +193,10 @@ class Autoscaler:
         return min(options, key=rank, default=None)
 
 
-def _eligible(node: Node, role: Role, spec: JobSpec) -> bool:
-    """Whether a task of `role` may run on `node` as far as provisioning goes (`gpuTypes` only ranks offers)."""
-    return not (node.transient and (spec.transient is TransientUse.NEVER
+def _eligible(node: Node, role: Role, spec: JobSpec, anchor: bool = False) -> bool:
+    """Whether a task of `role` may run on `node` as far as provisioning goes (`gpuTypes` only ranks offers);
+    an `anchor` (the chief or a PS task of an anchored gang) only on on-demand nodes."""
+    return not (node.transient and (anchor or spec.transient is TransientUse.NEVER
                                     or (role is Role.PS and spec.transient is not TransientUse.PREFERRED)))
 
 
