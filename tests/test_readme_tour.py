@@ -107,10 +107,10 @@ def _follow_then_interrupt(line: str, env: dict[str, str]) -> None:
     proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     assert proc.stdout is not None
-    seen = [proc.stdout.readline() for _ in range(3)]  # blocks until the log has lines: the task is writing
-    os.killpg(proc.pid, signal.SIGINT)
+    first = proc.stdout.readline()  # blocks until the running task's log has a line (the engine's launch line)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as the README says (the job runs on: it prints little itself)
     proc.wait(30)
-    assert all(seen) and any("trainmaster:" in s or "step" in s for s in seen), seen
+    assert "=== trainmaster: attempt 1 on node " in first, first  # `[worker-0] === trainmaster: ...`
     assert proc.returncode in (0, 130), proc.returncode
 
 

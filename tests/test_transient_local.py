@@ -46,7 +46,8 @@ def job(name: str, go: Path, *, ps: bool) -> str:
     return (f"apiVersion: trainmaster/v1\nkind: TrainingJob\nmetadata: {{name: {name}}}\nspec:\n"
             f"  command: [python, {REPO / 'tests/jobs/gated_trainer.py'}, '{STEPS}', '{PAUSE}', '{go}', '0.02']\n"
             f"  architecture: {'parameter-server' if ps else 'allreduce'}\n"
-            f"  roles: {roles}\n  target: {{steps: {STEPS}}}\n  checkpoint: {{every: 1h}}\n  maxRestarts: 0\n")
+            f"  roles: {roles}\n  target: {{steps: {STEPS}}}\n  checkpoint: {{every: 1h}}\n  maxRestarts: 0\n"
+            "  anchorsOnDemand: false\n")  # the whole gang may run on the transient node
 
 
 def until(check: Callable[[], bool], what: str, server: ServerProcess, timeout: float = 300.0) -> None:
