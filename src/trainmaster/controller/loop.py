@@ -96,6 +96,7 @@ class Controller:
         self.wakers: list[Waker] = []
         self.may_fit_later: list[Callable[[JobSpec], bool]] = []  # a job one of these accepts is never rejected
         self.cost = CostMeter()  # dollars and GPU-hours by the second (core.cost has the rules)
+        self._service_clock.meter = self.cost  # views read each job's bill from it (`JobView.spent`)
         self.revocations = 0  # revocation notices the market sent
         self.draining: set[str] = set()  # nodes under a revocation notice: out of the policy's view, still paid
         self.drain_on_notice = True  # stop (checkpoint) a notified node's jobs at once rather than lose work

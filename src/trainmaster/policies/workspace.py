@@ -219,10 +219,15 @@ class Trial:
             self.ws._trials[-1].undo.extend(self.undo)
 
     def discard(self) -> None:
-        """Undo every operation since `trial()`, newest first."""
+        """Undo every operation since `trial()`, newest first. The undoing is recorded in no enclosing trial:
+        its net effect there is nothing, and recorded it would be redone when that trial is discarded."""
         self.ws._close(self)
-        for job, old in reversed(self.undo):
-            self.ws._set(job, old)
+        trials, self.ws._trials = self.ws._trials, []
+        try:
+            for job, old in reversed(self.undo):
+                self.ws._set(job, old)
+        finally:
+            self.ws._trials = trials
 
 
 class Workspace:
