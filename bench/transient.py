@@ -182,9 +182,12 @@ def icac(data: Path, seeds: int) -> list[str]:
 
 # -- 2. hybrid autoscaled cluster --------------------------------------------------------------
 ZONES = {"k80": "us-central1-c", "p100": "us-west1-b", "v100": "us-central1-a"}
+# Philly-derived with speeds per GPU type: Gavel's trace of one Philly virtual cluster (Philly's arrivals, sizes
+# and durations, Gavel's job types and k80/p100/v100 throughputs); its first 160 jobs arrive over 11 days.
+PHILLY_VC = "gavel/traces/philly-vc-seed0/0e4a51.trace"
 
 
-def hybrid_offers(spot: bool, limit: int = 16) -> AutoscaleSpec:
+def hybrid_offers(spot: bool, limit: int = 64) -> AutoscaleSpec:
     offers = []
     for gpu, zone in ZONES.items():
         t = gce_node_type(gpu, zone, gpus=4)
@@ -209,10 +212,11 @@ def deadlines(workload: Workload, slack: tuple[float, float] = SLACK) -> dict[st
 class Fallback:
     """'Always recover on spot, fall back to on-demand near the deadline': after each decision, a job that could
     no longer absorb one more revocation (its remaining estimate + a checkpoint interval of lost work + a boot +
-    a restart) before its deadline is switched to `transient: never`."""
+    a restart) before its deadline is switched to `transient: never`. The remaining estimate is the user's
+    runtime estimate times the share of steps left (the user knows the job's length in steps)."""
 
-    def __init__(self, c: Controller, due: dict[str, float], restart: float) -> None:
-        self.c, self.due, self.restart = c, due, restart
+    def __init__(self, c: Controller, due: dict[str, float], restart: float, steps: dict[str, float]) -> None:
+        self.c, self.due, self.restart, self.steps = c, due, restart, steps
         self.switched = 0
         c.after_cycle.append(self.on_cycle)
 
@@ -221,14 +225,14 @@ class Fallback:
             spec = record.spec
             if spec.transient is TransientUse.NEVER or spec.estimate is None:
                 continue
-            left = max(0.0, spec.estimate - record.step)  # synthetic steps are seconds at the requested size
+            left = spec.estimate * max(0.0, 1.0 - record.step / self.steps[jid])
             if snap.now + left + spec.checkpoint_every + REPLACE + self.restart >= self.due[jid]:
                 self.c.update(jid, replace(spec, transient=TransientUse.NEVER))
                 self.switched += 1
 
 
 def hybrid_run(workload: Workload, preset: str, strategy: str, lifetimes: list[Lifetime],
-               seed: int) -> dict[str, float]:
+               seed: int, limit: int = 64) -> dict[str, float]:
     fixed = gce_node_type("v100", "us-central1-a", gpus=4)
     fixed = replace(fixed, capacity=Resources(cpu=16000, memory=60 * 2**30, gpu=4))
     cluster = Cluster(tuple(fixed.make(f"onprem{i}", False) for i in range(2)))
@@ -237,42 +241,57 @@ def hybrid_run(workload: Workload, preset: str, strategy: str, lifetimes: list[L
     if strategy == "fallback":
         jobs = Workload(workload.name, tuple(replace(j, spec=replace(j.spec, transient=TransientUse.PREFERRED))
                                              for j in workload.jobs))
-    m = MarketSetup(LifetimeMarket(lifetimes, seed=seed), None, hybrid_offers(spot=strategy != "on-demand"))
+    m = MarketSetup(LifetimeMarket(lifetimes, seed=seed), None, hybrid_offers(spot=strategy != "on-demand",
+                                                                                limit=limit))
     config = SimConfig(restart_delay=30.0, report_interval=300.0, seed=seed)
     engine = SimEngine(cluster, jobs, config, market=m.market)
     c = Controller(engine, make_policy(preset))
     scaler = attach(c, engine, m)
     if strategy == "fallback":
-        Fallback(c, due, config.restart_delay)
+        Fallback(c, due, config.restart_delay, {j.job_id: j.truth.total_steps for j in workload.jobs})
     c.run()
     f = figures(c, engine, scaler)
+    end = c.clock.now()
     done = [r for r in c.jobs.values() if r.finish_time is not None and r.state.value == "succeeded"]
-    return {"cost": f.cost, "mean_jct": statistics.fmean(r.finish_time - r.submit_time for r in done),  # type: ignore[operator]
+    fixed_dollars = sum(n.price_per_hour for n in cluster.nodes) * end / 3600  # on-prem, at GCE list price
+    paid_gpu_h = sum(h * 4 for h in c.cost.node_hours(end).values())  # every node has 4 GPUs
+    return {"cost": f.cost - fixed_dollars, "fixed": fixed_dollars, "total": f.cost, "makespan": end,
+            "idle": 1 - (f.hours(True) + f.hours(False)) / paid_gpu_h,
+            "mean_jct": statistics.fmean(r.finish_time - r.submit_time for r in done),  # type: ignore[operator]
             "finished": len(done), "jobs": len(c.jobs),
             "misses": sum(1 for r in c.jobs.values() if r.finish_time is None or r.finish_time > due[r.id]),
             "transient_h": f.hours(True), "on_demand_h": f.hours(False), "revocations": f.revocations,
             "lost": f.work_lost, "added": f.nodes_added}
 
 
-def hybrid(data: Path, text: str, presets: Sequence[str], seed: int) -> list[str]:
+def hybrid(data: Path, text: str, presets: Sequence[str], seed: int, limit: int | None = None,
+           offer_limit: int = 64) -> list[str]:
     lifetimes = read_lifetimes(data / "transient-gce" / "lifetime" / "lifetime.csv")
-    workload = load_workload(text, seed=seed)
+    workload = load_workload(text, seed=seed, oracle=True, limit=limit)
     lines = [f"## 2. Hybrid autoscaled cluster: {workload.name}", "",
-             "Fixed part 2 x 4 V100 on-demand; autoscaled 4-GPU nodes, k80 / p100 / v100, up to 16 of each "
-             "offer, idle timeout 600 s; revocations from the fitted GCE hazard.", "",
-             "| preset | strategy | cost ($) | vs all on-demand | mean JCT (s) | vs all on-demand | deadline misses "
-             "| GPU-h transient / on-demand | revocations | work lost (GPU-h) | nodes added |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             f"Workload `{text}`{f' (first {limit} jobs)' if limit else ''}. Fixed part 2 x 4 V100 on-demand "
+             f"(on-premises); autoscaled 4-GPU nodes, k80 / p100 / v100, up to {offer_limit} of each offer, idle "
+             "timeout 600 s; revocations from the fitted GCE hazard.", "",
+             "Cost: the cloud bill of the autoscaled nodes (what the strategy decides); the fixed part is owned "
+             "hardware, the same whatever the strategy, shown apart at the GCE on-demand list price over the "
+             "makespan and in the total.", "",
+             "| preset | strategy | cloud cost ($) | vs all on-demand | mean JCT (s) | vs all on-demand "
+             "| deadline misses | GPU-h transient / on-demand | idle GPU share | revocations | work lost (GPU-h) "
+             "| nodes added | makespan (h) | fixed part ($) | total ($) | total vs all on-demand |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: |"]
     for preset in presets:
         base: dict[str, float] | None = None
         for strategy in ("on-demand", "spot", "fallback"):
-            r = hybrid_run(workload, preset, strategy, lifetimes, seed)
+            r = hybrid_run(workload, preset, strategy, lifetimes, seed, offer_limit)
             base = base or r
             lines.append(
                 f"| {preset} | {strategy} | {r['cost']:,.0f} | {100 * (r['cost'] / base['cost'] - 1):+.1f}% "
                 f"| {r['mean_jct']:,.0f} | {100 * (r['mean_jct'] / base['mean_jct'] - 1):+.1f}% "
                 f"| {r['misses']:.0f}/{r['jobs']:.0f} | {r['transient_h']:,.0f} / {r['on_demand_h']:,.0f} "
-                f"| {r['revocations']:.0f} | {r['lost']:,.1f} | {r['added']:.0f} |")
+                f"| {100 * r['idle']:.1f}% | {r['revocations']:.0f} | {r['lost']:,.1f} | {r['added']:.0f} "
+                f"| {r['makespan'] / 3600:,.0f} | {r['fixed']:,.0f} | {r['total']:,.0f} "
+                f"| {100 * (r['total'] / base['total'] - 1):+.1f}% |")
     return [*lines, ""]
 
 
@@ -352,7 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--seeds", type=int, default=25, help="seeds per zone for the ICAC runs")
     ap.add_argument("--presets", default="fifo,tiresias", help="presets for the hybrid and churn parts")
-    ap.add_argument("--workload", default="synthetic:160:6", help="workload of the hybrid part")
+    ap.add_argument("--workload", default=None, help="workload of the hybrid part (default: Gavel's Philly VC "
+                    f"trace {PHILLY_VC} under --data)")
+    ap.add_argument("--limit", type=int, default=160, help="first N jobs of the hybrid workload (0: all)")
+    ap.add_argument("--offer-limit", type=int, default=64, help="nodes per autoscaler offer")
     ap.add_argument("--churn-jobs", type=int, default=1000)
     ap.add_argument("--churn-hours", type=float, default=1.0)
     ap.add_argument("--parts", default="icac,hybrid,churn")
@@ -364,14 +386,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
     parts = set(args.parts.split(","))
+    workload = args.workload or str(args.data / PHILLY_VC)
     lines = ["# Transient servers (bench/transient.py)", "",
              f"`python -m bench.transient --seeds {args.seeds} --presets {args.presets} --workload {args.workload} "
+             f"--limit {args.limit} --offer-limit {args.offer_limit} "
              f"--churn-jobs {args.churn_jobs} --churn-hours {args.churn_hours:g} --parts {args.parts}`", ""]
     started = time.perf_counter()
     if "icac" in parts:
         lines += icac(args.data, args.seeds)
     if "hybrid" in parts:
-        lines += hybrid(args.data, args.workload, presets, args.seed)
+        lines += hybrid(args.data, workload, presets, args.seed, args.limit or None, args.offer_limit)
     if "churn" in parts:
         lines += churn(presets, args.churn_jobs, args.seed, args.churn_hours * 3600)
     lines.append(f"Wall time {time.perf_counter() - started:,.0f} s.")

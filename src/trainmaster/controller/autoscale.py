@@ -11,7 +11,11 @@ every engine: it reads the plan and the controller's books and talks to a
   packed first onto free room on eligible nodes and onto nodes still
   booting, then onto new nodes; a job asks for nothing while its nodes boot.
 - Which node: the offers its tasks fit on, in the job's `gpuTypes` order, then
-  cheapest per GPU (transient first when prices say so); a job that never uses
+  as placement scores GPU types (`policies.scoring`), from the job's speed per
+  type (its fitted per-type speeds, else the generic prior: `scoring.Throughput`'s
+  table): a job with a `budget` the lowest price per unit of throughput
+  (`PerDollar`), any other the fastest type and, among offers of it, the
+  cheapest (transient first when prices say so); a job that never uses
   transient nodes gets on-demand ones; parameter servers get on-demand ones
   unless the job prefers transient (placement keeps them off transient nodes).
 - Limits: at most `limit` nodes per offer (made and booting), the sum of their
@@ -23,6 +27,8 @@ every engine: it reads the plan and the controller's books and talks to a
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -32,12 +38,13 @@ from trainmaster.core.market import AutoscaleSpec, Market, Offer
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.engines.provider import EngineProvider, NodeProvider, Provisionable
+from trainmaster.policies.scoring import Throughput
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, WaitKind
-from trainmaster.policies.workspace import ClusterMemo, never_fits
+from trainmaster.policies.workspace import ClusterMemo, eligible, never_fits
 
 _DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE}
-ASK_LIMIT = 3  # requests for one job; a job still waiting after that is not provided for again
+ASK_LIMIT = 3  # requests for one job in a row; a job still waiting after that is not provided for again
 
 
 @dataclass
@@ -58,7 +65,9 @@ class Autoscaler:
     added: int = 0
     removed: int = 0
     refused: int = 0  # requests a limit, the budget or the market turned down
-    asked: dict[str, int] = field(default_factory=dict)  # job id -> times nodes were requested for it
+    # job id -> times nodes were requested for it since it last ran (a revoked job may need nodes again and again)
+    asked: dict[str, int] = field(default_factory=dict)
+    _speeds: Throughput = field(default_factory=Throughput)  # a job's speed per GPU type, as placement reads it
 
     def attach(self, controller: Controller) -> Autoscaler:
         self._controller = controller
@@ -79,6 +88,8 @@ class Autoscaler:
         now = c.clock.now()
         booting = self._forget_lost(c)
         self._scale_down(c, now)
+        for jid in [j for j, r in ((j, c.live.get(j)) for j in self.asked) if r is None or r.allocation]:
+            del self.asked[jid]  # it started on what came (or left): a later loss may ask again
         free = dict(c.free)
         for name in booting:
             free[name] = self.made[name].node.capacity
@@ -90,7 +101,8 @@ class Autoscaler:
                 continue
             if self.asked.get(jid, 0) >= ASK_LIMIT:  # nodes came for it and it still did not start:
                 continue  # placement wants something offers do not give; never churn nodes for it forever
-            if self._provide(record.spec, free, c, now):
+            speeds = self._speeds.table(snap, snap.jobs[jid]) if jid in snap.jobs else self._speeds.prior
+            if self._provide(record.spec, free, c, now, speeds):
                 self.asked[jid] = self.asked.get(jid, 0) + 1
 
     def next_wake(self) -> float | None:
@@ -123,14 +135,15 @@ class Autoscaler:
                 del self.made[name]
                 self.removed += 1
 
-    def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float) -> bool:
+    def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float,
+                 speeds: Mapping[str, float]) -> bool:
         """Pack the job's minimum gang onto free and booting room, then onto new nodes; request those only
         when the whole gang is covered (a partial gang would sit idle)."""
         tasks = [(role, rs.resources) for role, rs in spec.roles.items() for _ in range(rs.min)]
         tasks.sort(key=lambda t: (t[0] is not Role.PS, -t[1].gpu, -t[1].cpu))
         # The gang's anchors (PS tasks, the chief) go on on-demand nodes, as placement will put them
-        # (`anchorsOnDemand`, policies.workspace.anchored): provide for them so.
-        anchoring = spec.anchors_on_demand and spec.transient is not TransientUse.NEVER and len(tasks) > 1
+        # (`JobSpec.anchored`, policies.workspace.anchored): provide for them so.
+        anchoring = spec.anchored and len(tasks) > 1
         chief = next((i for i, (role, _) in enumerate(tasks) if role is Role.WORKER), None)
         room = dict(free)
         new: list[tuple[Offer, Resources]] = []  # nodes to request, with the room left on each
@@ -143,7 +156,7 @@ class Autoscaler:
             if i is not None:
                 new[i] = (new[i][0], new[i][1] - need)
                 continue
-            offer = self._choose(role, need, spec, c, now, [o for o, _ in new], anchor)
+            offer = self._choose(role, need, spec, c, now, [o for o, _ in new], anchor, speeds)
             if offer is None:
                 self.refused += 1
                 return False  # the gang cannot be covered now: ask for nothing for this job
@@ -169,7 +182,7 @@ class Autoscaler:
         return False
 
     def _choose(self, role: Role, need: Resources, spec: JobSpec, c: Controller, now: float,
-                planned: list[Offer], anchor: bool = False) -> Offer | None:
+                planned: list[Offer], anchor: bool = False, speeds: Mapping[str, float] | None = None) -> Offer | None:
         if self.spec.budget is not None and c.cost.cluster_dollars(now) >= self.spec.budget:
             return None
         offers = [*(m.offer for m in self.made.values()), *planned]
@@ -184,20 +197,30 @@ class Autoscaler:
             and (self.spec.max_cost_per_hour is None or spend + o.price <= self.spec.max_cost_per_hour + 1e-9)
         ]
         prefs = [t.lower() for t in spec.gpu_types]
+        table = speeds or {}
+        known = [v for v in table.values() if v > 0]
+        unknown = sum(known) / len(known) if known else 1.0  # a type the table lacks: the mean, as placement
 
-        def rank(o: Offer) -> tuple[int, float, str]:
+        thrifty = spec.budget is not None
+
+        def rank(o: Offer) -> tuple[int, float, float, str]:
             t = o.node_type.gpu_type or ""
             order = prefs.index(t) if t in prefs else len(prefs)
-            return order, o.price / max(1, o.node_type.capacity.gpu), o.key
+            speed = table.get(t, unknown) if need.gpu else 1.0
+            per_gpu = o.price / max(1, o.node_type.capacity.gpu)
+            if thrifty:
+                return order, per_gpu / speed if speed > 0 else math.inf, 0.0, o.key
+            return order, -speed, per_gpu, o.key
 
         return min(options, key=rank, default=None)
 
 
 def _eligible(node: Node, role: Role, spec: JobSpec, anchor: bool = False) -> bool:
-    """Whether a task of `role` may run on `node` as far as provisioning goes (`gpuTypes` only ranks offers);
-    an `anchor` (the chief or a PS task of an anchored gang) only on on-demand nodes."""
-    return not (node.transient and (anchor or spec.transient is TransientUse.NEVER
-                                    or (role is Role.PS and spec.transient is not TransientUse.PREFERRED)))
+    """Whether a task of `role` may run on `node` as far as provisioning goes: as placement lets it
+    (`workspace.eligible`: required GPU types, transient use; `gpuTypes` only ranks offers); an `anchor`
+    (the chief or a PS task of an anchored gang) only on on-demand nodes."""
+    return eligible(node, spec) and not (node.transient and (
+        anchor or (role is Role.PS and spec.transient is not TransientUse.PREFERRED)))
 
 
 @dataclass(frozen=True)
