@@ -5,7 +5,9 @@ every engine: it reads the plan and the controller's books and talks to a
 `NodeProvider`. Rules:
 
 - Demand: each pending job whose wait is for room (`waits.CAPACITY`, or
-  transient nodes that are not there) needs its minimum gang; so does one the
+  transient nodes that are not there, or the room jobs ahead of it in the order
+  hold or are promised: `priority`, `reservation`; a job a preemptive order put
+  back waits so) needs its minimum gang; so does one the
   policy finds too big for today's cluster but that offered nodes would hold
   (the controller then keeps it pending instead of rejecting it). Its tasks are
   packed first onto free room on eligible nodes and onto nodes still
@@ -43,7 +45,7 @@ from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, WaitKind
 from trainmaster.policies.workspace import ClusterMemo, eligible, never_fits
 
-_DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE}
+_DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE, WaitKind.PRIORITY, WaitKind.RESERVATION}
 ASK_LIMIT = 3  # requests for one job in a row; a job still waiting after that is not provided for again
 
 
@@ -93,7 +95,9 @@ class Autoscaler:
         free = dict(c.free)
         for name in booting:
             free[name] = self.made[name].node.capacity
-        for jid in snap.pending_ids if snap.pending_ids is not None else tuple(snap.jobs):
+        pending = snap.pending_ids if snap.pending_ids is not None else tuple(snap.jobs)
+        # and the jobs this very decision put back (preempted: waiting, not yet pending in the snapshot)
+        for jid in (*pending, *(j for j in plan.waits if snap.jobs.get(j) is not None and snap.jobs[j].active)):
             wait = plan.waits.get(jid)
             record = c.live.get(jid)
             wants_room = jid in plan.rejected or (wait is not None and wait.kind in _DEMAND)
