@@ -1,8 +1,8 @@
 """Transient servers in the simulator: the ICAC'19 shape, a hybrid autoscaled cluster, decision time under churn.
 
     .venv/bin/python -m bench.transient [--data ../shared/data] [--seeds 25] [--presets fifo,tiresias]
-        [--workload synthetic:160:6] [--churn-jobs 1000] [--churn-hours 1] [--parts icac,hybrid,churn]
-        [--out bench/results/transient.md]
+        [--workload PATH|synthetic:N:RATE] [--limit 160] [--offer-limit 64] [--churn-jobs 1000]
+        [--churn-hours 1] [--parts icac,hybrid,churn] [--out bench/results/transient.md]
 
 1. ICAC'19 ("Speeding up Deep Learning with Transient Servers", Li et al.): ResNet-32 on CIFAR-10, 64,000
    steps, parameter server on the master VM with the workers, one K80 per VM. Speed is calibrated from the
@@ -10,15 +10,22 @@
    last step / (last wall time - first); the median over runs at 1, 2, 4 and 8 workers, linear in between.
    Revocations come from the hazard fitted to `transient-gce/lifetime/lifetime.csv` (per GPU type and zone,
    24 h cap, 30 s notice), in each of the four measured K80 zones x `--seeds`; a revoked VM is replaced
-   after 90 s (a managed instance group) and the job restarts from its last checkpoint (every 600 s,
-   TensorFlow's default). Prices: `core.market` (GCE list, February 2019). Paper: 62.9% cheaper with 4
+   after 90 s (a managed instance group). The job is elastic (1 to N workers), as the paper's asynchronous
+   TensorFlow PS job was: at a revocation notice it checkpoints and goes on with the workers left, and grows
+   back when the replacement joins (`icac_policy`: EDL's elastic fill with the load line at 1.0); a row
+   shows the same as a fixed-size gang that waits for each replacement. Checkpoints every 600 s
+   (TensorFlow's default). Prices: `core.market` (GCE list, February 2019). Paper: 62.9% cheaper with 4
    transient K80 workers, 7.7x faster with 8 transient workers than one on-demand server.
-2. Hybrid autoscaled cluster: a fixed on-demand part (2 x 4 V100) plus nodes the autoscaler adds (k80 /
-   p100 / v100, 4 GPUs each, on-demand and transient, in three zones). Strategies per preset: all on-demand
+2. Hybrid autoscaled cluster: a fixed on-premises part (2 x 4 V100) plus nodes the autoscaler adds (k80 /
+   p100 / v100, 4 GPUs each, on-demand and transient, in three zones). Workload: by default the first 160
+   jobs of Gavel's trace of Philly virtual cluster 0e4a51 (Philly-derived arrivals, sizes and durations; job
+   types with Gavel's measured k80/p100/v100 throughputs as the simulator's truth). Cost: the cloud bill
+   of the autoscaled nodes; the fixed part apart (owned hardware, the same whatever the strategy; shown
+   at the GCE on-demand list price over the makespan, and in a total). Strategies per preset: all on-demand
    offers; spot offers, cost-blind (jobs `transient: allowed`); "always recover on spot, fall back to
    on-demand near the deadline" (a job switches to `transient: never` once one more revocation could make
    it miss: remaining estimate + a checkpoint interval + a boot + a restart). Deadline per job: submit +
-   1.02 x its runtime + 10 min (tight: a boot, a restart and little more).
+   1.02 x its runtime (on V100s) + 10 min (tight: a boot, a restart and little more).
 3. Decision time with 5% of 1,000 nodes (8 GPUs each) revoked per minute (exponential lifetimes, mean 20
    min, replaced after 60 s) vs the same run on a static cluster: mean seconds per `decide`.
 """
@@ -46,6 +53,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Policy, Snapshot
+from trainmaster.policies.trainmaster import build
 from trainmaster.workloads.base import Workload, WorkloadJob
 from trainmaster.workloads.loaders import load_workload
 from trainmaster.workloads.market import Lifetime, LifetimeMarket, read_lifetimes
@@ -108,23 +116,36 @@ class MeasuredPS:
         return None
 
 
-def icac_job(workers: int) -> JobSpec:
-    """The PS server shares the master VM with a worker (the paper's setup): 1 CPU for it, 3 for a worker."""
+def icac_job(workers: int, elastic: bool = True) -> JobSpec:
+    """The PS server shares the master VM with a worker (the paper's setup): 1 CPU for it, 3 for a worker.
+
+    Elastic (1 to `workers` workers), as the paper's TensorFlow PS job was: its workers are independent
+    (asynchronous updates), so when one is revoked the rest keep training, and the replacement joins when
+    its VM is up (`elastic=False`: a fixed-size gang that waits for the replacement)."""
     return JobSpec(name="resnet32", architecture=Architecture.PARAMETER_SERVER, transient=TransientUse.PREFERRED,
                    checkpoint_every=CHECKPOINT, roles={
                        Role.PS: RoleSpec(1, 1, Resources(cpu=1000, memory=2 * 2**30)),
-                       Role.WORKER: RoleSpec(workers, workers, Resources(cpu=3000, memory=8 * 2**30, gpu=1))})
+                       Role.WORKER: RoleSpec(1 if elastic else workers, workers,
+                                             Resources(cpu=3000, memory=8 * 2**30, gpu=1))})
+
+
+def icac_policy() -> Policy:
+    """EDL's elastic scheduling with no headroom kept for services (load line 1.0: the VMs are the job's own):
+    the job starts on every worker VM up, shrinks to the VMs left when one is revoked (at its notice) and
+    grows back when the replacement joins."""
+    return build("edl", backfill="greedy", elastic=True, preemption=True, load_line=1.0)
 
 
 def icac_run(speeds: dict[int, float], workers: int, transient: bool, zone: str, market: LifetimeMarket | None,
-             policy: str = "fifo") -> tuple[float, float, int]:
+             policy: str | Policy | None = None, elastic: bool = True) -> tuple[float, float, int]:
     """(seconds to 64k steps, cluster dollars, revocations) of one run on `workers` one-K80 VMs."""
     vm = gce_node_type("k80", zone)
     cluster = Cluster(tuple(vm.make(f"vm{i}", transient) for i in range(workers)))
-    work = Workload("icac", (WorkloadJob("resnet32", 0.0, icac_job(workers), MeasuredPS(speeds)),))
+    work = Workload("icac", (WorkloadJob("resnet32", 0.0, icac_job(workers, elastic), MeasuredPS(speeds)),))
     m = MarketSetup(market, REPLACE if market is not None else None)
     engine = SimEngine(cluster, work, SimConfig(restart_delay=30.0), market=m.market, replace_delay=m.replace_delay)
-    c = Controller(engine, make_policy(policy))
+    c = Controller(engine, icac_policy() if policy is None else make_policy(policy) if isinstance(policy, str)
+                   else policy)
     attach(c, engine, m)
     c.run()
     job = c.jobs["resnet32"]
@@ -139,16 +160,20 @@ def icac(data: Path, seeds: int) -> list[str]:
     lines = ["## 1. The ICAC'19 shape (ResNet-32 / CIFAR-10, PS, K80)", "",
              "Calibrated speed (steps/s, median of the on-demand runs): "
              + ", ".join(f"{w} worker{'s' * (w > 1)} {s:.2f}" for w, s in sorted(speeds.items())), ""]
-    od = {w: icac_run(speeds, w, False, "us-east1-c", None) for w in (1, 4, 8)}
+    od = {w: icac_run(speeds, w, False, "us-east1-c", None, icac_policy()) for w in (1, 4, 8)}
     rows: dict[int, list[tuple[float, float, int]]] = {}
     per_zone: dict[str, list[tuple[float, float, int]]] = {}
+    fixed: list[tuple[float, float, int]] = []  # 8 workers as a fixed-size gang (waits for each replacement)
     for w in (4, 8):
         for zone in K80_ZONES:
             for seed in range(seeds):
-                r = icac_run(speeds, w, True, zone, LifetimeMarket(lifetimes, seed=seed))
+                r = icac_run(speeds, w, True, zone, LifetimeMarket(lifetimes, seed=seed), icac_policy())
                 rows.setdefault(w, []).append(r)
                 if w == 4:
                     per_zone.setdefault(zone, []).append(r)
+                else:
+                    fixed.append(icac_run(speeds, w, True, zone, LifetimeMarket(lifetimes, seed=seed), "fifo",
+                                          elastic=False))
 
     def mean(rs: Sequence[tuple[float, float, int]], i: int) -> float:
         return statistics.fmean(r[i] for r in rs)
@@ -159,6 +184,8 @@ def icac(data: Path, seeds: int) -> list[str]:
     for w in (4, 8):
         lines.append(f"| {w} transient (4 zones x {seeds} seeds) | {mean(rows[w], 0):,.0f} | {mean(rows[w], 1):.3f} "
                      f"| {mean(rows[w], 2):.2f} |")
+    lines.append(f"| 8 transient, fixed-size gang (waits for each replacement) | {mean(fixed, 0):,.0f} "
+                 f"| {mean(fixed, 1):.3f} | {mean(fixed, 2):.2f} |")
     for zone, rs in per_zone.items():
         lines.append(f"| 4 transient, {zone} | {mean(rs, 0):,.0f} | {mean(rs, 1):.3f} | {mean(rs, 2):.2f} |")
     saving = 1 - mean(rows[4], 1) / od[4][1]
@@ -173,6 +200,7 @@ def icac(data: Path, seeds: int) -> list[str]:
               f"| 4 transient vs 4 on-demand: slowdown | {100 * slowdown:.1f}% | {100 * (s4[0] / d4[0] - 1):.1f}% "
               "| - |",
               f"| 8 transient vs 1 on-demand: speed-up | {speedup:.2f}x | {d1[0] / s8[0]:.2f}x | {PAPER_SPEEDUP}x |",
+              f"| same, fixed-size gang | {od[1][0] / mean(fixed, 0):.2f}x | - | - |",
               "", f"8 transient workers cost ${mean(rows[8], 1):.2f} per run, "
               f"{'within' if budget_ok else 'over'} the 4 on-demand run's ${od[4][1]:.2f} (the budget saved). "
               "The paper's 62.9% is its cost.csv ratio (4-spot $1.12 vs 4-demand $3.03 per run), which "
