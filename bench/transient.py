@@ -297,7 +297,8 @@ def hybrid(data: Path, text: str, presets: Sequence[str], seed: int, limit: int 
     lifetimes = read_lifetimes(data / "transient-gce" / "lifetime" / "lifetime.csv")
     workload = load_workload(text, seed=seed, oracle=True, limit=limit)
     lines = [f"## 2. Hybrid autoscaled cluster: {workload.name}", "",
-             f"Workload `{text}`{f' (first {limit} jobs)' if limit else ''}. Fixed part 2 x 4 V100 on-demand "
+             f"Workload `{Path(text).name if Path(text).is_file() else text}`"
+             f"{f' (first {limit} jobs)' if limit else ''}. Fixed part 2 x 4 V100 on-demand "
              f"(on-premises); autoscaled 4-GPU nodes, k80 / p100 / v100, up to {offer_limit} of each offer, idle "
              "timeout 600 s; revocations from the fitted GCE hazard.", "",
              "Cost: the cloud bill of the autoscaled nodes (what the strategy decides); the fixed part is owned "
@@ -416,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     workload = args.workload or str(args.data / PHILLY_VC)
     lines = ["# Transient servers (bench/transient.py)", "",
-             f"`python -m bench.transient --seeds {args.seeds} --presets {args.presets} --workload {args.workload} "
+             f"`python -m bench.transient --seeds {args.seeds} --presets {args.presets} "
+             f"--workload {args.workload or '../shared/data/' + PHILLY_VC} "
              f"--limit {args.limit} --offer-limit {args.offer_limit} "
              f"--churn-jobs {args.churn_jobs} --churn-hours {args.churn_hours:g} --parts {args.parts}`", ""]
     started = time.perf_counter()
