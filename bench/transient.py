@@ -215,7 +215,7 @@ ZONES = {"k80": "us-central1-c", "p100": "us-west1-b", "v100": "us-central1-a"}
 PHILLY_VC = "gavel/traces/philly-vc-seed0/0e4a51.trace"
 
 
-def hybrid_offers(spot: bool, limit: int = 64) -> AutoscaleSpec:
+def hybrid_offers(spot: bool, limit: int = 64, consolidate: bool = False) -> AutoscaleSpec:
     offers = []
     for gpu, zone in ZONES.items():
         t = gce_node_type(gpu, zone, gpus=4)
@@ -223,7 +223,7 @@ def hybrid_offers(spot: bool, limit: int = 64) -> AutoscaleSpec:
         offers.append(Offer(t, False, limit))
         if spot:
             offers.append(Offer(t, True, limit))
-    return AutoscaleSpec(tuple(offers), idle_timeout=600.0)
+    return AutoscaleSpec(tuple(offers), idle_timeout=600.0, consolidate=consolidate)
 
 
 SLACK = (1.02, 600.0)  # deadline = submit + 1.02 x runtime + 10 min: a boot, a restart and little more
@@ -260,7 +260,7 @@ class Fallback:
 
 
 def hybrid_run(workload: Workload, preset: str, strategy: str, lifetimes: list[Lifetime],
-               seed: int, limit: int = 64) -> dict[str, float]:
+               seed: int, limit: int = 64, consolidate: bool = False) -> dict[str, float]:
     fixed = gce_node_type("v100", "us-central1-a", gpus=4)
     fixed = replace(fixed, capacity=Resources(cpu=16000, memory=60 * 2**30, gpu=4))
     cluster = Cluster(tuple(fixed.make(f"onprem{i}", False) for i in range(2)))
@@ -270,7 +270,7 @@ def hybrid_run(workload: Workload, preset: str, strategy: str, lifetimes: list[L
         jobs = Workload(workload.name, tuple(replace(j, spec=replace(j.spec, transient=TransientUse.PREFERRED))
                                              for j in workload.jobs))
     m = MarketSetup(LifetimeMarket(lifetimes, seed=seed), None, hybrid_offers(spot=strategy != "on-demand",
-                                                                                limit=limit))
+                                                                                limit=limit, consolidate=consolidate))
     config = SimConfig(restart_delay=30.0, report_interval=300.0, seed=seed)
     engine = SimEngine(cluster, jobs, config, market=m.market)
     c = Controller(engine, make_policy(preset))

@@ -182,3 +182,25 @@ def test_a_job_a_preemptive_order_put_back_gets_a_node() -> None:
     assert c.jobs["long"].preemptions >= 1 and _seen(engine, NodeAdded)
     done = c.jobs["long"].finish_time  # waiting for `new` (done at 80,000) it would end past 120,000
     assert done is not None and done < 101_000
+
+
+def test_consolidation_empties_a_node_left_fragmented_and_gives_it_back() -> None:
+    """Two transient k80x4 nodes come at 90: t1 holds `big1` (3 GPUs, done at 1,090) and `small1` (1 GPU, long),
+    t2 holds `big2` (3 GPUs, long) and `small2` (done at 1,090). From 1,090 t1 is a quarter used; after the idle
+    timeout (100 s) `small1` moves to t2's free GPU and t1 is given back. Without consolidation t1 stays paid
+    until `small1` ends."""
+    jobs = [("big1", 3, 1000.0, 0.0), ("small1", 1, 20_000.0, 0.0), ("big2", 3, 20_000.0, 0.0),
+            ("small2", 1, 1000.0, 0.0)]
+    hours = {}
+    for consolidate in (False, True):
+        spec = AutoscaleSpec((Offer(K80X4, True, 4),), idle_timeout=100.0, consolidate=consolidate)
+        c, engine, scaler, _ = _setup(jobs, spec, _onprem("op", 0))
+        c.run()
+        assert all(r.state.value == "succeeded" for r in c.jobs.values())
+        hours[consolidate] = c.cost.node_hours(c.clock.now())["k80 transient"]
+        if consolidate:
+            assert scaler.moved == 1 and (1190.0, K80X4.name + "-t1") in _seen(engine, NodeLost)
+            assert c.jobs["small1"].preemptions == 1 and c.jobs["big2"].preemptions == 0
+        else:
+            assert scaler.moved == 0
+    assert hours[True] < hours[False] - 5.0  # t1's ~5.4 h after 1,190 s are not paid

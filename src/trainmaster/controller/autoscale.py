@@ -25,6 +25,13 @@ every engine: it reads the plan and the controller's books and talks to a
   `budget` dollars.
 - Scale-down: a node this provider made that no job held for `idle_timeout`
   seconds is released. Nodes the provider did not make (on-premises) are never removed.
+- Consolidation (`consolidate`): while no job waits for room, a provider node
+  whose jobs held at most half its GPUs for `idle_timeout` seconds, and whose
+  jobs each run wholly on it and fit in the free room of the other nodes (the
+  on-premises ones and provider nodes not themselves underused), is emptied
+  (its jobs checkpoint and are placed again: `Controller.move_off`) and given
+  back. One node per decision; nodes left fragmented by finished jobs would
+  otherwise be paid for whole until their last job ends.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ class _Made:
     node: Node
     idle_since: float | None = None
     joined: bool = False
+    underused_since: float | None = None  # since when its jobs hold at most half its GPUs (None: more, or none)
 
 
 @dataclass
@@ -67,6 +75,7 @@ class Autoscaler:
     added: int = 0
     removed: int = 0
     refused: int = 0  # requests a limit, the budget or the market turned down
+    moved: int = 0  # nodes emptied and given back by consolidation
     # job id -> times nodes were requested for it since it last ran (a revoked job may need nodes again and again)
     asked: dict[str, int] = field(default_factory=dict)
     _speeds: Throughput = field(default_factory=Throughput)  # a job's speed per GPU type, as placement reads it
@@ -95,6 +104,7 @@ class Autoscaler:
         free = dict(c.free)
         for name in booting:
             free[name] = self.made[name].node.capacity
+        demand = False  # some job wants room: consolidation would only take it from it
         pending = snap.pending_ids if snap.pending_ids is not None else tuple(snap.jobs)
         # and the jobs this very decision put back (preempted: waiting, not yet pending in the snapshot)
         for jid in (*pending, *(j for j in plan.waits if snap.jobs.get(j) is not None and snap.jobs[j].active)):
@@ -105,12 +115,19 @@ class Autoscaler:
                 continue
             if self.asked.get(jid, 0) >= ASK_LIMIT:  # nodes came for it and it still did not start:
                 continue  # placement wants something offers do not give; never churn nodes for it forever
+            demand = True
             speeds = self._speeds.table(snap, snap.jobs[jid]) if jid in snap.jobs else self._speeds.prior
             if self._provide(record.spec, free, c, now, speeds):
                 self.asked[jid] = self.asked.get(jid, 0) + 1
+        if self.spec.consolidate:
+            self._consolidate(c, now, demand)
 
     def next_wake(self) -> float | None:
         idle = [m.idle_since for m in self.made.values() if m.idle_since is not None]
+        if self.spec.consolidate:  # the next node to come due (one already due waits for the next decision)
+            now = self._controller.clock.now()
+            idle += [m.underused_since for m in self.made.values()
+                     if m.underused_since is not None and m.underused_since + self.spec.idle_timeout > now]
         return min(idle) + self.spec.idle_timeout if idle else None
 
     # -- parts --------------------------------------------------------------------
@@ -138,6 +155,42 @@ class Autoscaler:
                 self.provider.release(name)
                 del self.made[name]
                 self.removed += 1
+
+    def _consolidate(self, c: Controller, now: float, demand: bool) -> None:
+        """Empty one underused provider node whose jobs the others' free room holds (module doc)."""
+        held: dict[str, list[str]] = {}  # node -> ids of the active jobs with a task there
+        for jid, record in c.live.items():
+            if record.state.active:
+                for name in record.allocation.nodes:
+                    held.setdefault(name, []).append(jid)
+        for name, m in self.made.items():
+            if name not in c.cluster or name in c.draining:
+                continue
+            cap = c.cluster.node(name).capacity.gpu
+            used = cap - c.free[name].gpu
+            if 0 < used <= cap / 2:
+                m.underused_since = now if m.underused_since is None else m.underused_since
+            else:
+                m.underused_since = None
+        if demand:
+            return
+        due = sorted((m.underused_since, name) for name, m in self.made.items()
+                     if m.underused_since is not None and now - m.underused_since >= self.spec.idle_timeout)
+        targets = {name: room for name, room in c.free.items()
+                   if name not in c.draining and (name not in self.made or self.made[name].underused_since is None)}
+        for _, name in due:
+            jobs = [c.live[jid] for jid in held.get(name, ())]
+            if not jobs or any(set(r.allocation.nodes) != {name} for r in jobs):
+                continue  # a job spread over several nodes would restart whole: not worth one node
+            room = dict(targets)
+            if all(self._fit(p.role, r.spec.roles[p.role].resources, r.spec, room, c, r.spec.anchored)
+                   for r in jobs for p in r.allocation.tasks):  # an anchored gang: all of it on on-demand room
+                c.move_off(name, f"consolidation: node {name} under half used; its jobs fit elsewhere")
+                self.provider.release(name)
+                del self.made[name]
+                self.removed += 1
+                self.moved += 1
+                return
 
     def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float,
                  speeds: Mapping[str, float]) -> bool:
