@@ -1,7 +1,7 @@
 """Transient servers in the simulator: the ICAC'19 shape, a hybrid autoscaled cluster, decision time under churn.
 
     .venv/bin/python -m bench.transient [--data ../shared/data] [--seeds 25] [--presets fifo,tiresias]
-        [--workload PATH|synthetic:N:RATE] [--limit 160] [--offer-limit 64] [--churn-jobs 1000]
+        [--workload PATH|synthetic:N:RATE] [--limit 160] [--offer-limit 64] [--consolidate] [--churn-jobs 1000]
         [--churn-hours 1] [--parts icac,hybrid,churn] [--out bench/results/transient.md]
 
 1. ICAC'19 ("Speeding up Deep Learning with Transient Servers", Li et al.): ResNet-32 on CIFAR-10, 64,000
@@ -293,14 +293,15 @@ def hybrid_run(workload: Workload, preset: str, strategy: str, lifetimes: list[L
 
 
 def hybrid(data: Path, text: str, presets: Sequence[str], seed: int, limit: int | None = None,
-           offer_limit: int = 64) -> list[str]:
+           offer_limit: int = 64, consolidate: bool = False) -> list[str]:
     lifetimes = read_lifetimes(data / "transient-gce" / "lifetime" / "lifetime.csv")
     workload = load_workload(text, seed=seed, oracle=True, limit=limit)
     lines = [f"## 2. Hybrid autoscaled cluster: {workload.name}", "",
              f"Workload `{Path(text).name if Path(text).is_file() else text}`"
              f"{f' (first {limit} jobs)' if limit else ''}. Fixed part 2 x 4 V100 on-demand "
              f"(on-premises); autoscaled 4-GPU nodes, k80 / p100 / v100, up to {offer_limit} of each offer, idle "
-             "timeout 600 s; revocations from the fitted GCE hazard.", "",
+             f"timeout 600 s{', consolidation on' if consolidate else ''}; revocations from the fitted GCE "
+             "hazard.", "",
              "Cost: the cloud bill of the autoscaled nodes (what the strategy decides); the fixed part is owned "
              "hardware, the same whatever the strategy, shown apart at the GCE on-demand list price over the "
              "makespan and in the total.", "",
@@ -312,7 +313,7 @@ def hybrid(data: Path, text: str, presets: Sequence[str], seed: int, limit: int 
     for preset in presets:
         base: dict[str, float] | None = None
         for strategy in ("on-demand", "spot", "fallback"):
-            r = hybrid_run(workload, preset, strategy, lifetimes, seed, offer_limit)
+            r = hybrid_run(workload, preset, strategy, lifetimes, seed, offer_limit, consolidate)
             base = base or r
             lines.append(
                 f"| {preset} | {strategy} | {r['cost']:,.0f} | {100 * (r['cost'] / base['cost'] - 1):+.1f}% "
@@ -404,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"trace {PHILLY_VC} under --data)")
     ap.add_argument("--limit", type=int, default=160, help="first N jobs of the hybrid workload (0: all)")
     ap.add_argument("--offer-limit", type=int, default=64, help="nodes per autoscaler offer")
+    ap.add_argument("--consolidate", action="store_true", help="the autoscaler empties underused nodes")
     ap.add_argument("--churn-jobs", type=int, default=1000)
     ap.add_argument("--churn-hours", type=float, default=1.0)
     ap.add_argument("--parts", default="icac,hybrid,churn")
@@ -419,13 +421,14 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["# Transient servers (bench/transient.py)", "",
              f"`python -m bench.transient --seeds {args.seeds} --presets {args.presets} "
              f"--workload {args.workload or '../shared/data/' + PHILLY_VC} "
-             f"--limit {args.limit} --offer-limit {args.offer_limit} "
+             f"--limit {args.limit} --offer-limit {args.offer_limit}{' --consolidate' * args.consolidate} "
              f"--churn-jobs {args.churn_jobs} --churn-hours {args.churn_hours:g} --parts {args.parts}`", ""]
     started = time.perf_counter()
     if "icac" in parts:
         lines += icac(args.data, args.seeds)
     if "hybrid" in parts:
-        lines += hybrid(args.data, workload, presets, args.seed, args.limit or None, args.offer_limit)
+        lines += hybrid(args.data, workload, presets, args.seed, args.limit or None, args.offer_limit,
+                        args.consolidate)
     if "churn" in parts:
         lines += churn(presets, args.churn_jobs, args.seed, args.churn_hours * 3600)
     lines.append(f"Wall time {time.perf_counter() - started:,.0f} s.")
