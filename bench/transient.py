@@ -1,8 +1,8 @@
 """Transient servers in the simulator: the ICAC'19 shape, a hybrid autoscaled cluster, decision time under churn.
 
     .venv/bin/python -m bench.transient [--data ../shared/data] [--seeds 25] [--presets fifo,tiresias]
-        [--workload synthetic:160:6] [--churn-jobs 1000] [--churn-hours 1] [--parts icac,hybrid,churn]
-        [--out bench/results/transient.md]
+        [--workload PATH|synthetic:N:RATE] [--limit 160] [--offer-limit 64] [--consolidate] [--churn-jobs 1000]
+        [--churn-hours 1] [--parts icac,hybrid,churn] [--out bench/results/transient.md]
 
 1. ICAC'19 ("Speeding up Deep Learning with Transient Servers", Li et al.): ResNet-32 on CIFAR-10, 64,000
    steps, parameter server on the master VM with the workers, one K80 per VM. Speed is calibrated from the
@@ -10,15 +10,22 @@
    last step / (last wall time - first); the median over runs at 1, 2, 4 and 8 workers, linear in between.
    Revocations come from the hazard fitted to `transient-gce/lifetime/lifetime.csv` (per GPU type and zone,
    24 h cap, 30 s notice), in each of the four measured K80 zones x `--seeds`; a revoked VM is replaced
-   after 90 s (a managed instance group) and the job restarts from its last checkpoint (every 600 s,
-   TensorFlow's default). Prices: `core.market` (GCE list, February 2019). Paper: 62.9% cheaper with 4
+   after 90 s (a managed instance group). The job is elastic (1 to N workers), as the paper's asynchronous
+   TensorFlow PS job was: at a revocation notice it checkpoints and goes on with the workers left, and grows
+   back when the replacement joins (`icac_policy`: EDL's elastic fill with the load line at 1.0); a row
+   shows the same as a fixed-size gang that waits for each replacement. Checkpoints every 600 s
+   (TensorFlow's default). Prices: `core.market` (GCE list, February 2019). Paper: 62.9% cheaper with 4
    transient K80 workers, 7.7x faster with 8 transient workers than one on-demand server.
-2. Hybrid autoscaled cluster: a fixed on-demand part (2 x 4 V100) plus nodes the autoscaler adds (k80 /
-   p100 / v100, 4 GPUs each, on-demand and transient, in three zones). Strategies per preset: all on-demand
+2. Hybrid autoscaled cluster: a fixed on-premises part (2 x 4 V100) plus nodes the autoscaler adds (k80 /
+   p100 / v100, 4 GPUs each, on-demand and transient, in three zones). Workload: by default the first 160
+   jobs of Gavel's trace of Philly virtual cluster 0e4a51 (Philly-derived arrivals, sizes and durations; job
+   types with Gavel's measured k80/p100/v100 throughputs as the simulator's truth). Cost: the cloud bill
+   of the autoscaled nodes; the fixed part apart (owned hardware, the same whatever the strategy; shown
+   at the GCE on-demand list price over the makespan, and in a total). Strategies per preset: all on-demand
    offers; spot offers, cost-blind (jobs `transient: allowed`); "always recover on spot, fall back to
    on-demand near the deadline" (a job switches to `transient: never` once one more revocation could make
    it miss: remaining estimate + a checkpoint interval + a boot + a restart). Deadline per job: submit +
-   1.02 x its runtime + 10 min (tight: a boot, a restart and little more).
+   1.02 x its runtime (on V100s) + 10 min (tight: a boot, a restart and little more).
 3. Decision time with 5% of 1,000 nodes (8 GPUs each) revoked per minute (exponential lifetimes, mean 20
    min, replaced after 60 s) vs the same run on a static cluster: mean seconds per `decide`.
 """
@@ -46,6 +53,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Policy, Snapshot
+from trainmaster.policies.trainmaster import build
 from trainmaster.workloads.base import Workload, WorkloadJob
 from trainmaster.workloads.loaders import load_workload
 from trainmaster.workloads.market import Lifetime, LifetimeMarket, read_lifetimes
@@ -108,23 +116,36 @@ class MeasuredPS:
         return None
 
 
-def icac_job(workers: int) -> JobSpec:
-    """The PS server shares the master VM with a worker (the paper's setup): 1 CPU for it, 3 for a worker."""
+def icac_job(workers: int, elastic: bool = True) -> JobSpec:
+    """The PS server shares the master VM with a worker (the paper's setup): 1 CPU for it, 3 for a worker.
+
+    Elastic (1 to `workers` workers), as the paper's TensorFlow PS job was: its workers are independent
+    (asynchronous updates), so when one is revoked the rest keep training, and the replacement joins when
+    its VM is up (`elastic=False`: a fixed-size gang that waits for the replacement)."""
     return JobSpec(name="resnet32", architecture=Architecture.PARAMETER_SERVER, transient=TransientUse.PREFERRED,
                    checkpoint_every=CHECKPOINT, roles={
                        Role.PS: RoleSpec(1, 1, Resources(cpu=1000, memory=2 * 2**30)),
-                       Role.WORKER: RoleSpec(workers, workers, Resources(cpu=3000, memory=8 * 2**30, gpu=1))})
+                       Role.WORKER: RoleSpec(1 if elastic else workers, workers,
+                                             Resources(cpu=3000, memory=8 * 2**30, gpu=1))})
+
+
+def icac_policy() -> Policy:
+    """EDL's elastic scheduling with no headroom kept for services (load line 1.0: the VMs are the job's own):
+    the job starts on every worker VM up, shrinks to the VMs left when one is revoked (at its notice) and
+    grows back when the replacement joins."""
+    return build("edl", backfill="greedy", elastic=True, preemption=True, load_line=1.0)
 
 
 def icac_run(speeds: dict[int, float], workers: int, transient: bool, zone: str, market: LifetimeMarket | None,
-             policy: str = "fifo") -> tuple[float, float, int]:
+             policy: str | Policy | None = None, elastic: bool = True) -> tuple[float, float, int]:
     """(seconds to 64k steps, cluster dollars, revocations) of one run on `workers` one-K80 VMs."""
     vm = gce_node_type("k80", zone)
     cluster = Cluster(tuple(vm.make(f"vm{i}", transient) for i in range(workers)))
-    work = Workload("icac", (WorkloadJob("resnet32", 0.0, icac_job(workers), MeasuredPS(speeds)),))
+    work = Workload("icac", (WorkloadJob("resnet32", 0.0, icac_job(workers, elastic), MeasuredPS(speeds)),))
     m = MarketSetup(market, REPLACE if market is not None else None)
     engine = SimEngine(cluster, work, SimConfig(restart_delay=30.0), market=m.market, replace_delay=m.replace_delay)
-    c = Controller(engine, make_policy(policy))
+    c = Controller(engine, icac_policy() if policy is None else make_policy(policy) if isinstance(policy, str)
+                   else policy)
     attach(c, engine, m)
     c.run()
     job = c.jobs["resnet32"]
@@ -139,16 +160,20 @@ def icac(data: Path, seeds: int) -> list[str]:
     lines = ["## 1. The ICAC'19 shape (ResNet-32 / CIFAR-10, PS, K80)", "",
              "Calibrated speed (steps/s, median of the on-demand runs): "
              + ", ".join(f"{w} worker{'s' * (w > 1)} {s:.2f}" for w, s in sorted(speeds.items())), ""]
-    od = {w: icac_run(speeds, w, False, "us-east1-c", None) for w in (1, 4, 8)}
+    od = {w: icac_run(speeds, w, False, "us-east1-c", None, icac_policy()) for w in (1, 4, 8)}
     rows: dict[int, list[tuple[float, float, int]]] = {}
     per_zone: dict[str, list[tuple[float, float, int]]] = {}
+    fixed: list[tuple[float, float, int]] = []  # 8 workers as a fixed-size gang (waits for each replacement)
     for w in (4, 8):
         for zone in K80_ZONES:
             for seed in range(seeds):
-                r = icac_run(speeds, w, True, zone, LifetimeMarket(lifetimes, seed=seed))
+                r = icac_run(speeds, w, True, zone, LifetimeMarket(lifetimes, seed=seed), icac_policy())
                 rows.setdefault(w, []).append(r)
                 if w == 4:
                     per_zone.setdefault(zone, []).append(r)
+                else:
+                    fixed.append(icac_run(speeds, w, True, zone, LifetimeMarket(lifetimes, seed=seed), "fifo",
+                                          elastic=False))
 
     def mean(rs: Sequence[tuple[float, float, int]], i: int) -> float:
         return statistics.fmean(r[i] for r in rs)
@@ -159,6 +184,8 @@ def icac(data: Path, seeds: int) -> list[str]:
     for w in (4, 8):
         lines.append(f"| {w} transient (4 zones x {seeds} seeds) | {mean(rows[w], 0):,.0f} | {mean(rows[w], 1):.3f} "
                      f"| {mean(rows[w], 2):.2f} |")
+    lines.append(f"| 8 transient, fixed-size gang (waits for each replacement) | {mean(fixed, 0):,.0f} "
+                 f"| {mean(fixed, 1):.3f} | {mean(fixed, 2):.2f} |")
     for zone, rs in per_zone.items():
         lines.append(f"| 4 transient, {zone} | {mean(rs, 0):,.0f} | {mean(rs, 1):.3f} | {mean(rs, 2):.2f} |")
     saving = 1 - mean(rows[4], 1) / od[4][1]
@@ -173,6 +200,7 @@ def icac(data: Path, seeds: int) -> list[str]:
               f"| 4 transient vs 4 on-demand: slowdown | {100 * slowdown:.1f}% | {100 * (s4[0] / d4[0] - 1):.1f}% "
               "| - |",
               f"| 8 transient vs 1 on-demand: speed-up | {speedup:.2f}x | {d1[0] / s8[0]:.2f}x | {PAPER_SPEEDUP}x |",
+              f"| same, fixed-size gang | {od[1][0] / mean(fixed, 0):.2f}x | - | - |",
               "", f"8 transient workers cost ${mean(rows[8], 1):.2f} per run, "
               f"{'within' if budget_ok else 'over'} the 4 on-demand run's ${od[4][1]:.2f} (the budget saved). "
               "The paper's 62.9% is its cost.csv ratio (4-spot $1.12 vs 4-demand $3.03 per run), which "
@@ -182,9 +210,12 @@ def icac(data: Path, seeds: int) -> list[str]:
 
 # -- 2. hybrid autoscaled cluster --------------------------------------------------------------
 ZONES = {"k80": "us-central1-c", "p100": "us-west1-b", "v100": "us-central1-a"}
+# Philly-derived with speeds per GPU type: Gavel's trace of one Philly virtual cluster (Philly's arrivals, sizes
+# and durations, Gavel's job types and k80/p100/v100 throughputs); its first 160 jobs arrive over 11 days.
+PHILLY_VC = "gavel/traces/philly-vc-seed0/0e4a51.trace"
 
 
-def hybrid_offers(spot: bool, limit: int = 16) -> AutoscaleSpec:
+def hybrid_offers(spot: bool, limit: int = 64, consolidate: bool = False) -> AutoscaleSpec:
     offers = []
     for gpu, zone in ZONES.items():
         t = gce_node_type(gpu, zone, gpus=4)
@@ -192,7 +223,7 @@ def hybrid_offers(spot: bool, limit: int = 16) -> AutoscaleSpec:
         offers.append(Offer(t, False, limit))
         if spot:
             offers.append(Offer(t, True, limit))
-    return AutoscaleSpec(tuple(offers), idle_timeout=600.0)
+    return AutoscaleSpec(tuple(offers), idle_timeout=600.0, consolidate=consolidate)
 
 
 SLACK = (1.02, 600.0)  # deadline = submit + 1.02 x runtime + 10 min: a boot, a restart and little more
@@ -209,10 +240,11 @@ def deadlines(workload: Workload, slack: tuple[float, float] = SLACK) -> dict[st
 class Fallback:
     """'Always recover on spot, fall back to on-demand near the deadline': after each decision, a job that could
     no longer absorb one more revocation (its remaining estimate + a checkpoint interval of lost work + a boot +
-    a restart) before its deadline is switched to `transient: never`."""
+    a restart) before its deadline is switched to `transient: never`. The remaining estimate is the user's
+    runtime estimate times the share of steps left (the user knows the job's length in steps)."""
 
-    def __init__(self, c: Controller, due: dict[str, float], restart: float) -> None:
-        self.c, self.due, self.restart = c, due, restart
+    def __init__(self, c: Controller, due: dict[str, float], restart: float, steps: dict[str, float]) -> None:
+        self.c, self.due, self.restart, self.steps = c, due, restart, steps
         self.switched = 0
         c.after_cycle.append(self.on_cycle)
 
@@ -221,14 +253,14 @@ class Fallback:
             spec = record.spec
             if spec.transient is TransientUse.NEVER or spec.estimate is None:
                 continue
-            left = max(0.0, spec.estimate - record.step)  # synthetic steps are seconds at the requested size
+            left = spec.estimate * max(0.0, 1.0 - record.step / self.steps[jid])
             if snap.now + left + spec.checkpoint_every + REPLACE + self.restart >= self.due[jid]:
                 self.c.update(jid, replace(spec, transient=TransientUse.NEVER))
                 self.switched += 1
 
 
 def hybrid_run(workload: Workload, preset: str, strategy: str, lifetimes: list[Lifetime],
-               seed: int) -> dict[str, float]:
+               seed: int, limit: int = 64, consolidate: bool = False) -> dict[str, float]:
     fixed = gce_node_type("v100", "us-central1-a", gpus=4)
     fixed = replace(fixed, capacity=Resources(cpu=16000, memory=60 * 2**30, gpu=4))
     cluster = Cluster(tuple(fixed.make(f"onprem{i}", False) for i in range(2)))
@@ -237,42 +269,59 @@ def hybrid_run(workload: Workload, preset: str, strategy: str, lifetimes: list[L
     if strategy == "fallback":
         jobs = Workload(workload.name, tuple(replace(j, spec=replace(j.spec, transient=TransientUse.PREFERRED))
                                              for j in workload.jobs))
-    m = MarketSetup(LifetimeMarket(lifetimes, seed=seed), None, hybrid_offers(spot=strategy != "on-demand"))
+    m = MarketSetup(LifetimeMarket(lifetimes, seed=seed), None, hybrid_offers(spot=strategy != "on-demand",
+                                                                                limit=limit, consolidate=consolidate))
     config = SimConfig(restart_delay=30.0, report_interval=300.0, seed=seed)
     engine = SimEngine(cluster, jobs, config, market=m.market)
     c = Controller(engine, make_policy(preset))
     scaler = attach(c, engine, m)
     if strategy == "fallback":
-        Fallback(c, due, config.restart_delay)
+        Fallback(c, due, config.restart_delay, {j.job_id: j.truth.total_steps for j in workload.jobs})
     c.run()
     f = figures(c, engine, scaler)
+    end = c.clock.now()
     done = [r for r in c.jobs.values() if r.finish_time is not None and r.state.value == "succeeded"]
-    return {"cost": f.cost, "mean_jct": statistics.fmean(r.finish_time - r.submit_time for r in done),  # type: ignore[operator]
+    fixed_dollars = sum(n.price_per_hour for n in cluster.nodes) * end / 3600  # on-prem, at GCE list price
+    paid_gpu_h = sum(h * 4 for h in c.cost.node_hours(end).values())  # every node has 4 GPUs
+    return {"cost": f.cost - fixed_dollars, "fixed": fixed_dollars, "total": f.cost, "makespan": end,
+            "idle": 1 - (f.hours(True) + f.hours(False)) / paid_gpu_h,
+            "mean_jct": statistics.fmean(r.finish_time - r.submit_time for r in done),  # type: ignore[operator]
             "finished": len(done), "jobs": len(c.jobs),
             "misses": sum(1 for r in c.jobs.values() if r.finish_time is None or r.finish_time > due[r.id]),
             "transient_h": f.hours(True), "on_demand_h": f.hours(False), "revocations": f.revocations,
             "lost": f.work_lost, "added": f.nodes_added}
 
 
-def hybrid(data: Path, text: str, presets: Sequence[str], seed: int) -> list[str]:
+def hybrid(data: Path, text: str, presets: Sequence[str], seed: int, limit: int | None = None,
+           offer_limit: int = 64, consolidate: bool = False) -> list[str]:
     lifetimes = read_lifetimes(data / "transient-gce" / "lifetime" / "lifetime.csv")
-    workload = load_workload(text, seed=seed)
+    workload = load_workload(text, seed=seed, oracle=True, limit=limit)
     lines = [f"## 2. Hybrid autoscaled cluster: {workload.name}", "",
-             "Fixed part 2 x 4 V100 on-demand; autoscaled 4-GPU nodes, k80 / p100 / v100, up to 16 of each "
-             "offer, idle timeout 600 s; revocations from the fitted GCE hazard.", "",
-             "| preset | strategy | cost ($) | vs all on-demand | mean JCT (s) | vs all on-demand | deadline misses "
-             "| GPU-h transient / on-demand | revocations | work lost (GPU-h) | nodes added |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             f"Workload `{Path(text).name if Path(text).is_file() else text}`"
+             f"{f' (first {limit} jobs)' if limit else ''}. Fixed part 2 x 4 V100 on-demand "
+             f"(on-premises); autoscaled 4-GPU nodes, k80 / p100 / v100, up to {offer_limit} of each offer, idle "
+             f"timeout 600 s{', consolidation on' if consolidate else ''}; revocations from the fitted GCE "
+             "hazard.", "",
+             "Cost: the cloud bill of the autoscaled nodes (what the strategy decides); the fixed part is owned "
+             "hardware, the same whatever the strategy, shown apart at the GCE on-demand list price over the "
+             "makespan and in the total.", "",
+             "| preset | strategy | cloud cost ($) | vs all on-demand | mean JCT (s) | vs all on-demand "
+             "| deadline misses | GPU-h transient / on-demand | idle GPU share | revocations | work lost (GPU-h) "
+             "| nodes added | makespan (h) | fixed part ($) | total ($) | total vs all on-demand |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: |"]
     for preset in presets:
         base: dict[str, float] | None = None
         for strategy in ("on-demand", "spot", "fallback"):
-            r = hybrid_run(workload, preset, strategy, lifetimes, seed)
+            r = hybrid_run(workload, preset, strategy, lifetimes, seed, offer_limit, consolidate)
             base = base or r
             lines.append(
                 f"| {preset} | {strategy} | {r['cost']:,.0f} | {100 * (r['cost'] / base['cost'] - 1):+.1f}% "
                 f"| {r['mean_jct']:,.0f} | {100 * (r['mean_jct'] / base['mean_jct'] - 1):+.1f}% "
                 f"| {r['misses']:.0f}/{r['jobs']:.0f} | {r['transient_h']:,.0f} / {r['on_demand_h']:,.0f} "
-                f"| {r['revocations']:.0f} | {r['lost']:,.1f} | {r['added']:.0f} |")
+                f"| {100 * r['idle']:.1f}% | {r['revocations']:.0f} | {r['lost']:,.1f} | {r['added']:.0f} "
+                f"| {r['makespan'] / 3600:,.0f} | {r['fixed']:,.0f} | {r['total']:,.0f} "
+                f"| {100 * (r['total'] / base['total'] - 1):+.1f}% |")
     return [*lines, ""]
 
 
@@ -352,7 +401,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--seeds", type=int, default=25, help="seeds per zone for the ICAC runs")
     ap.add_argument("--presets", default="fifo,tiresias", help="presets for the hybrid and churn parts")
-    ap.add_argument("--workload", default="synthetic:160:6", help="workload of the hybrid part")
+    ap.add_argument("--workload", default=None, help="workload of the hybrid part (default: Gavel's Philly VC "
+                    f"trace {PHILLY_VC} under --data)")
+    ap.add_argument("--limit", type=int, default=160, help="first N jobs of the hybrid workload (0: all)")
+    ap.add_argument("--offer-limit", type=int, default=64, help="nodes per autoscaler offer")
+    ap.add_argument("--consolidate", action="store_true", help="the autoscaler empties underused nodes")
     ap.add_argument("--churn-jobs", type=int, default=1000)
     ap.add_argument("--churn-hours", type=float, default=1.0)
     ap.add_argument("--parts", default="icac,hybrid,churn")
@@ -364,14 +417,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
     parts = set(args.parts.split(","))
+    workload = args.workload or str(args.data / PHILLY_VC)
     lines = ["# Transient servers (bench/transient.py)", "",
-             f"`python -m bench.transient --seeds {args.seeds} --presets {args.presets} --workload {args.workload} "
+             f"`python -m bench.transient --seeds {args.seeds} --presets {args.presets} "
+             f"--workload {args.workload or '../shared/data/' + PHILLY_VC} "
+             f"--limit {args.limit} --offer-limit {args.offer_limit}{' --consolidate' * args.consolidate} "
              f"--churn-jobs {args.churn_jobs} --churn-hours {args.churn_hours:g} --parts {args.parts}`", ""]
     started = time.perf_counter()
     if "icac" in parts:
         lines += icac(args.data, args.seeds)
     if "hybrid" in parts:
-        lines += hybrid(args.data, args.workload, presets, args.seed)
+        lines += hybrid(args.data, workload, presets, args.seed, args.limit or None, args.offer_limit,
+                        args.consolidate)
     if "churn" in parts:
         lines += churn(presets, args.churn_jobs, args.seed, args.churn_hours * 3600)
     lines.append(f"Wall time {time.perf_counter() - started:,.0f} s.")

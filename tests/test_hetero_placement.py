@@ -78,6 +78,16 @@ def test_ps_and_chief_stay_on_demand_unless_the_job_lets_them_go() -> None:
     assert _where(MIXED, pending("ps", spec=free)) == {"ps": ("spot",)}  # all of it where it is preferred
 
 
+def test_a_fixed_size_all_reduce_gang_is_not_anchored_an_elastic_one_is() -> None:
+    """Any loss stops a fixed all-reduce gang: an on-demand chief buys it nothing. An elastic one goes on around it."""
+    fixed = job("f", 3, transient=TransientUse.PREFERRED)
+    assert _where(MIXED, pending("f", spec=fixed)) == {"f": ("spot",)}
+    elastic = job("e", 3, min_gpus=2, max_gpus=3, transient=TransientUse.PREFERRED)
+    assert fixed.anchors_on_demand and not fixed.anchored and elastic.anchored
+    alloc = Cycle(name="t").decide(snapshot(MIXED, pending("e", spec=elastic))).allocations["e"]
+    assert sorted(t.node for t in alloc.tasks) == ["od", "spot"]  # at its minimum: the chief on od
+
+
 def test_a_one_task_job_is_not_anchored() -> None:
     """The chief alone is the whole job: anchoring it would only mean `transient: never`."""
     assert _where(MIXED, pending("j", 1, transient=TransientUse.PREFERRED)) == {"j": ("spot",)}

@@ -92,7 +92,12 @@ def test_gce_prices_and_autoscale_spec() -> None:
         {"gpuType": "k80", "zone": "z", "maxTransient": 4, "maxOnDemand": 1},
         {"name": "cpu", "gpu": 0, "onDemandPrice": 0.2, "transientPrice": 0.05, "maxOnDemand": 2}]}})
     assert [o.key for o in spec.offers] == ["k80-z/on-demand", "k80-z/transient", "cpu/on-demand"]
-    assert spec.idle_timeout == 60 and spec.max_cost_per_hour == 3
+    assert spec.idle_timeout == 60 and spec.max_cost_per_hour == 3 and not spec.consolidate
+    on = autoscale_from_mapping({"autoscale": {"consolidate": True,
+                                               "nodeTypes": [{"gpuType": "k80", "maxOnDemand": 1}]}})
+    assert on.consolidate
+    with pytest.raises(SpecError, match=r"autoscale.consolidate"):
+        autoscale_from_mapping({"autoscale": {"consolidate": "yes", "nodeTypes": [{"maxOnDemand": 1}]}})
     with pytest.raises(SpecError, match=r"f.yaml: autoscale.nodeTypes\[0\].onDemandPrice: is required"):
         autoscale_from_mapping({"autoscale": {"nodeTypes": [{"gpuType": "t4", "maxOnDemand": 1}]}}, "f.yaml")
     with pytest.raises(SpecError, match=r"autoscale.nodeTypes\[0\]: allows no node"):

@@ -6,15 +6,21 @@ import math
 from dataclasses import replace
 from types import MappingProxyType
 
+import pytest
+
 from builders import job, node, pending, snapshot
+from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import Role
 from trainmaster.core.spec import job_from_mapping
+from trainmaster.engines.sim.engine import SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config, Form
 from trainmaster.policies.cycle import Cycle
+from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan
+from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
 
 # One 8-GPU node at $28.80 an hour: $0.001 per GPU-second.
 CLUSTER = Cluster((node("n0", 8, price_per_hour=28.8),))
@@ -79,3 +85,27 @@ def test_deadline_and_budget_in_the_yaml() -> None:
             assert str(exc).startswith(field), str(exc)
         else:
             raise AssertionError(f"{bad} must be refused")
+
+
+def test_the_budget_left_is_the_bill_so_far() -> None:
+    """$8 buys 4 workers (module figures); a job that already paid $4.40 has $3.60 left: one worker."""
+    spec = job("j", 1, min_gpus=1, max_gpus=8, budget=8.0)
+    for spent, workers in ((0.0, 4), (4.4, 1)):
+        view = replace(pending("j", spec=spec), spent=spent)
+        snap = replace(snapshot(CLUSTER, view), models=MappingProxyType({"j": MODEL}))
+        assert Cycle(name="t").decide(snap).allocations["j"].count(Role.WORKER) == workers
+
+
+def test_a_view_reads_the_job_bill_from_the_controller_cost_meter() -> None:
+    """One 1-GPU job on a $3.60/h 1-GPU node runs 1,000 s: it paid $1 when it finishes; midway, the snapshot says
+    what the meter says, not GPU-seconds times a price."""
+    work = Workload("t", (WorkloadJob("a", 0.0, job("a", 1), LinearTruth(1000.0, 1)),
+                          WorkloadJob("b", 500.0, job("b", 1), LinearTruth(10.0, 1))))  # a decision midway
+    c = Controller(SimEngine(Cluster((node("n0", 1, price_per_hour=3.6),)), work), make_policy("fifo"))
+    seen: list[tuple[float, float, float]] = []
+    c.after_cycle.append(lambda snap, plan: seen.extend(
+        (snap.now, v.spent, c.cost.job_cost(v.id, snap.now)) for v in snap.jobs.values() if v.id == "a"))
+    c.run()
+    assert all(abs(spent - meter) < 1e-9 for _, spent, meter in seen)
+    assert any(t == 500.0 and spent > 0.4 for t, spent, _ in seen)  # $0.001/s for the 500 s `a` held the node
+    assert c.cost.job_cost("a", c.jobs["a"].finish_time or 0.0) == pytest.approx(1.0, rel=1e-2)

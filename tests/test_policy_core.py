@@ -55,6 +55,24 @@ def test_a_discarded_trial_leaves_everything_as_it_was_and_a_committed_one_keeps
     assert _usage(ws.book) == _usage(QueueBook(snap, ws.allocations))  # in step with a book built afresh
 
 
+def test_an_inner_trial_discarded_inside_an_outer_one_stays_undone_when_the_outer_is_discarded() -> None:
+    """A placement that tries something inside a caller's trial (anchored gangs inside `earliest_start`): the
+    inner undo must not be replayed by the outer discard, which would put back what the inner one took away."""
+    snap = snapshot(cluster(2, 4), running("a", 2, on="n0"), pending("c", 2))
+    ws = Workspace(snap)
+    before = _state(ws)
+    outer = ws.trial()
+    inner = ws.trial()
+    found = ws.find(snap.jobs["c"], {Role.WORKER: 2})
+    assert found is not None
+    ws.assign(snap.jobs["c"], found)
+    ws.release(snap.jobs["a"])
+    inner.discard()
+    assert _state(ws) == before
+    outer.discard()
+    assert _state(ws) == before and "c" not in ws.plan().allocations
+
+
 def test_trials_close_innermost_first() -> None:
     ws = Workspace(snapshot(cluster(1, 4)))
     outer = ws.trial()

@@ -5,13 +5,19 @@ every engine: it reads the plan and the controller's books and talks to a
 `NodeProvider`. Rules:
 
 - Demand: each pending job whose wait is for room (`waits.CAPACITY`, or
-  transient nodes that are not there) needs its minimum gang; so does one the
+  transient nodes that are not there, or the room jobs ahead of it in the order
+  hold or are promised: `priority`, `reservation`; a job a preemptive order put
+  back waits so) needs its minimum gang; so does one the
   policy finds too big for today's cluster but that offered nodes would hold
   (the controller then keeps it pending instead of rejecting it). Its tasks are
   packed first onto free room on eligible nodes and onto nodes still
   booting, then onto new nodes; a job asks for nothing while its nodes boot.
 - Which node: the offers its tasks fit on, in the job's `gpuTypes` order, then
-  cheapest per GPU (transient first when prices say so); a job that never uses
+  as placement scores GPU types (`policies.scoring`), from the job's speed per
+  type (its fitted per-type speeds, else the generic prior: `scoring.Throughput`'s
+  table): a job with a `budget` the lowest price per unit of throughput
+  (`PerDollar`), any other the fastest type and, among offers of it, the
+  cheapest (transient first when prices say so); a job that never uses
   transient nodes gets on-demand ones; parameter servers get on-demand ones
   unless the job prefers transient (placement keeps them off transient nodes).
 - Limits: at most `limit` nodes per offer (made and booting), the sum of their
@@ -19,10 +25,19 @@ every engine: it reads the plan and the controller's books and talks to a
   `budget` dollars.
 - Scale-down: a node this provider made that no job held for `idle_timeout`
   seconds is released. Nodes the provider did not make (on-premises) are never removed.
+- Consolidation (`consolidate`): while no job waits for room, a provider node
+  whose jobs held at most half its GPUs for `idle_timeout` seconds, and whose
+  jobs each run wholly on it and fit in the free room of the other nodes (the
+  on-premises ones and provider nodes not themselves underused), is emptied
+  (its jobs checkpoint and are placed again: `Controller.move_off`) and given
+  back. One node per decision; nodes left fragmented by finished jobs would
+  otherwise be paid for whole until their last job ends.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -32,12 +47,13 @@ from trainmaster.core.market import AutoscaleSpec, Market, Offer
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.engines.provider import EngineProvider, NodeProvider, Provisionable
+from trainmaster.policies.scoring import Throughput
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.policies.waits import CAPACITY, WaitKind
-from trainmaster.policies.workspace import ClusterMemo, never_fits
+from trainmaster.policies.workspace import ClusterMemo, eligible, never_fits
 
-_DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE}
-ASK_LIMIT = 3  # requests for one job; a job still waiting after that is not provided for again
+_DEMAND = CAPACITY | {WaitKind.TRANSIENT_UNAVAILABLE, WaitKind.PRIORITY, WaitKind.RESERVATION}
+ASK_LIMIT = 3  # requests for one job in a row; a job still waiting after that is not provided for again
 
 
 @dataclass
@@ -46,6 +62,7 @@ class _Made:
     node: Node
     idle_since: float | None = None
     joined: bool = False
+    underused_since: float | None = None  # since when its jobs hold at most half its GPUs (None: more, or none)
 
 
 @dataclass
@@ -58,7 +75,10 @@ class Autoscaler:
     added: int = 0
     removed: int = 0
     refused: int = 0  # requests a limit, the budget or the market turned down
-    asked: dict[str, int] = field(default_factory=dict)  # job id -> times nodes were requested for it
+    moved: int = 0  # nodes emptied and given back by consolidation
+    # job id -> times nodes were requested for it since it last ran (a revoked job may need nodes again and again)
+    asked: dict[str, int] = field(default_factory=dict)
+    _speeds: Throughput = field(default_factory=Throughput)  # a job's speed per GPU type, as placement reads it
 
     def attach(self, controller: Controller) -> Autoscaler:
         self._controller = controller
@@ -79,10 +99,15 @@ class Autoscaler:
         now = c.clock.now()
         booting = self._forget_lost(c)
         self._scale_down(c, now)
+        for jid in [j for j, r in ((j, c.live.get(j)) for j in self.asked) if r is None or r.allocation]:
+            del self.asked[jid]  # it started on what came (or left): a later loss may ask again
         free = dict(c.free)
         for name in booting:
             free[name] = self.made[name].node.capacity
-        for jid in snap.pending_ids if snap.pending_ids is not None else tuple(snap.jobs):
+        demand = False  # some job wants room: consolidation would only take it from it
+        pending = snap.pending_ids if snap.pending_ids is not None else tuple(snap.jobs)
+        # and the jobs this very decision put back (preempted: waiting, not yet pending in the snapshot)
+        for jid in (*pending, *(j for j in plan.waits if snap.jobs.get(j) is not None and snap.jobs[j].active)):
             wait = plan.waits.get(jid)
             record = c.live.get(jid)
             wants_room = jid in plan.rejected or (wait is not None and wait.kind in _DEMAND)
@@ -90,11 +115,19 @@ class Autoscaler:
                 continue
             if self.asked.get(jid, 0) >= ASK_LIMIT:  # nodes came for it and it still did not start:
                 continue  # placement wants something offers do not give; never churn nodes for it forever
-            if self._provide(record.spec, free, c, now):
+            demand = True
+            speeds = self._speeds.table(snap, snap.jobs[jid]) if jid in snap.jobs else self._speeds.prior
+            if self._provide(record.spec, free, c, now, speeds):
                 self.asked[jid] = self.asked.get(jid, 0) + 1
+        if self.spec.consolidate:
+            self._consolidate(c, now, demand)
 
     def next_wake(self) -> float | None:
         idle = [m.idle_since for m in self.made.values() if m.idle_since is not None]
+        if self.spec.consolidate:  # the next node to come due (one already due waits for the next decision)
+            now = self._controller.clock.now()
+            idle += [m.underused_since for m in self.made.values()
+                     if m.underused_since is not None and m.underused_since + self.spec.idle_timeout > now]
         return min(idle) + self.spec.idle_timeout if idle else None
 
     # -- parts --------------------------------------------------------------------
@@ -123,14 +156,51 @@ class Autoscaler:
                 del self.made[name]
                 self.removed += 1
 
-    def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float) -> bool:
+    def _consolidate(self, c: Controller, now: float, demand: bool) -> None:
+        """Empty one underused provider node whose jobs the others' free room holds (module doc)."""
+        held: dict[str, list[str]] = {}  # node -> ids of the active jobs with a task there
+        for jid, record in c.live.items():
+            if record.state.active:
+                for name in record.allocation.nodes:
+                    held.setdefault(name, []).append(jid)
+        for name, m in self.made.items():
+            if name not in c.cluster or name in c.draining:
+                continue
+            cap = c.cluster.node(name).capacity.gpu
+            used = cap - c.free[name].gpu
+            if 0 < used <= cap / 2:
+                m.underused_since = now if m.underused_since is None else m.underused_since
+            else:
+                m.underused_since = None
+        if demand:
+            return
+        due = sorted((m.underused_since, name) for name, m in self.made.items()
+                     if m.underused_since is not None and now - m.underused_since >= self.spec.idle_timeout)
+        targets = {name: room for name, room in c.free.items()
+                   if name not in c.draining and (name not in self.made or self.made[name].underused_since is None)}
+        for _, name in due:
+            jobs = [c.live[jid] for jid in held.get(name, ())]
+            if not jobs or any(set(r.allocation.nodes) != {name} for r in jobs):
+                continue  # a job spread over several nodes would restart whole: not worth one node
+            room = dict(targets)
+            if all(self._fit(p.role, r.spec.roles[p.role].resources, r.spec, room, c, r.spec.anchored)
+                   for r in jobs for p in r.allocation.tasks):  # an anchored gang: all of it on on-demand room
+                c.move_off(name, f"consolidation: node {name} under half used; its jobs fit elsewhere")
+                self.provider.release(name)
+                del self.made[name]
+                self.removed += 1
+                self.moved += 1
+                return
+
+    def _provide(self, spec: JobSpec, free: dict[str, Resources], c: Controller, now: float,
+                 speeds: Mapping[str, float]) -> bool:
         """Pack the job's minimum gang onto free and booting room, then onto new nodes; request those only
         when the whole gang is covered (a partial gang would sit idle)."""
         tasks = [(role, rs.resources) for role, rs in spec.roles.items() for _ in range(rs.min)]
         tasks.sort(key=lambda t: (t[0] is not Role.PS, -t[1].gpu, -t[1].cpu))
         # The gang's anchors (PS tasks, the chief) go on on-demand nodes, as placement will put them
-        # (`anchorsOnDemand`, policies.workspace.anchored): provide for them so.
-        anchoring = spec.anchors_on_demand and spec.transient is not TransientUse.NEVER and len(tasks) > 1
+        # (`JobSpec.anchored`, policies.workspace.anchored): provide for them so.
+        anchoring = spec.anchored and len(tasks) > 1
         chief = next((i for i, (role, _) in enumerate(tasks) if role is Role.WORKER), None)
         room = dict(free)
         new: list[tuple[Offer, Resources]] = []  # nodes to request, with the room left on each
@@ -143,7 +213,7 @@ class Autoscaler:
             if i is not None:
                 new[i] = (new[i][0], new[i][1] - need)
                 continue
-            offer = self._choose(role, need, spec, c, now, [o for o, _ in new], anchor)
+            offer = self._choose(role, need, spec, c, now, [o for o, _ in new], anchor, speeds)
             if offer is None:
                 self.refused += 1
                 return False  # the gang cannot be covered now: ask for nothing for this job
@@ -169,7 +239,7 @@ class Autoscaler:
         return False
 
     def _choose(self, role: Role, need: Resources, spec: JobSpec, c: Controller, now: float,
-                planned: list[Offer], anchor: bool = False) -> Offer | None:
+                planned: list[Offer], anchor: bool = False, speeds: Mapping[str, float] | None = None) -> Offer | None:
         if self.spec.budget is not None and c.cost.cluster_dollars(now) >= self.spec.budget:
             return None
         offers = [*(m.offer for m in self.made.values()), *planned]
@@ -184,20 +254,30 @@ class Autoscaler:
             and (self.spec.max_cost_per_hour is None or spend + o.price <= self.spec.max_cost_per_hour + 1e-9)
         ]
         prefs = [t.lower() for t in spec.gpu_types]
+        table = speeds or {}
+        known = [v for v in table.values() if v > 0]
+        unknown = sum(known) / len(known) if known else 1.0  # a type the table lacks: the mean, as placement
 
-        def rank(o: Offer) -> tuple[int, float, str]:
+        thrifty = spec.budget is not None
+
+        def rank(o: Offer) -> tuple[int, float, float, str]:
             t = o.node_type.gpu_type or ""
             order = prefs.index(t) if t in prefs else len(prefs)
-            return order, o.price / max(1, o.node_type.capacity.gpu), o.key
+            speed = table.get(t, unknown) if need.gpu else 1.0
+            per_gpu = o.price / max(1, o.node_type.capacity.gpu)
+            if thrifty:
+                return order, per_gpu / speed if speed > 0 else math.inf, 0.0, o.key
+            return order, -speed, per_gpu, o.key
 
         return min(options, key=rank, default=None)
 
 
 def _eligible(node: Node, role: Role, spec: JobSpec, anchor: bool = False) -> bool:
-    """Whether a task of `role` may run on `node` as far as provisioning goes (`gpuTypes` only ranks offers);
-    an `anchor` (the chief or a PS task of an anchored gang) only on on-demand nodes."""
-    return not (node.transient and (anchor or spec.transient is TransientUse.NEVER
-                                    or (role is Role.PS and spec.transient is not TransientUse.PREFERRED)))
+    """Whether a task of `role` may run on `node` as far as provisioning goes: as placement lets it
+    (`workspace.eligible`: required GPU types, transient use; `gpuTypes` only ranks offers); an `anchor`
+    (the chief or a PS task of an anchored gang) only on on-demand nodes."""
+    return eligible(node, spec) and not (node.transient and (
+        anchor or (role is Role.PS and spec.transient is not TransientUse.PREFERRED)))
 
 
 @dataclass(frozen=True)

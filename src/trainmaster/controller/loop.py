@@ -96,6 +96,7 @@ class Controller:
         self.wakers: list[Waker] = []
         self.may_fit_later: list[Callable[[JobSpec], bool]] = []  # a job one of these accepts is never rejected
         self.cost = CostMeter()  # dollars and GPU-hours by the second (core.cost has the rules)
+        self._service_clock.meter = self.cost  # views read each job's bill from it (`JobView.spent`)
         self.revocations = 0  # revocation notices the market sent
         self.draining: set[str] = set()  # nodes under a revocation notice: out of the policy's view, still paid
         self.drain_on_notice = True  # stop (checkpoint) a notified node's jobs at once rather than lose work
@@ -243,9 +244,9 @@ class Controller:
             self._commit(action, now)
         if actions:
             self.engine.apply(actions)
-        for hook in self.after_cycle:
-            hook(snap, plan)
         self._dirty = False  # what this decision did (starts, stops, rejections) needs no new decision
+        for hook in self.after_cycle:  # what a hook does (the autoscaler moving jobs off a node) may need one
+            hook(snap, plan)
         if self.check:
             self.verify()
         return plan
@@ -449,11 +450,20 @@ class Controller:
             for record in hit:
                 record.note(t, reason)
             return
-        self.draining.add(name)
         self.checkpointing.lost(self.cluster.node(name), t)  # a revocation: it sets the checkpoint rate
-        for record in hit:
-            self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY, reason, StopCause.REVOKED)])
-            self._release(record, t, StopCause.REVOKED, reason)
+        self._vacate(name, t, reason, StopCause.REVOKED)
+
+    def move_off(self, name: str, reason: str) -> None:
+        """Take a node out of placement and stop its jobs gracefully (checkpoint) to be placed again on the
+        rest: the autoscaler empties an underused node so that it can give it back. Paid until it leaves."""
+        if name in self.cluster and name not in self.draining:
+            self._vacate(name, self.clock.now(), reason, StopCause.PREEMPT)
+
+    def _vacate(self, name: str, t: float, reason: str, cause: StopCause) -> None:
+        self.draining.add(name)
+        for record in [r for r in self.live.values() if r.state.active and name in r.allocation.nodes]:
+            self.engine.apply([Action(ActionKind.STOP, record.id, record.spec, EMPTY, reason, cause)])
+            self._release(record, t, cause, reason)
         self._remove(name, t)
 
     def _node_lost(self, name: str, t: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trainmaster.core.allocation import EMPTY, Allocation
+from trainmaster.core.cost import CostMeter
 from trainmaster.core.job import JobSpec
 from trainmaster.core.states import JobState, Transition, check_transition
 from trainmaster.policies.snapshot import JobView
@@ -18,22 +19,25 @@ _VIEWED = frozenset({
 _SET = object.__setattr__
 _ATTAINED = JobView.__dict__["attained"]  # the frozen view's own slots, under LiveJobView's properties
 _RUNTIME = JobView.__dict__["runtime"]
+_SPENT = JobView.__dict__["spent"]
 
 
 class ServiceClock:
-    """The decision time that live views read attained service and runtime at; the controller sets it."""
+    """The decision time that live views read attained service, runtime and dollars spent at (from `meter`,
+    the controller's cost meter); the controller sets both."""
 
-    __slots__ = ("now",)
+    __slots__ = ("meter", "now")
 
-    def __init__(self) -> None:
+    def __init__(self, meter: CostMeter | None = None) -> None:
         self.now = 0.0
+        self.meter = meter
 
 
 class LiveJobView(JobView):
     """A JobView the controller caches across decisions while its record does not change.
 
-    Only `attained` and `runtime` grow with time alone; they are computed on
-    access from the record's books at the `ServiceClock`'s time (the snapshot's
+    Only `attained`, `runtime` and `spent` grow with time alone; they are computed on
+    access from the record's books (the clock's cost meter for `spent`) at the `ServiceClock`'s time (the snapshot's
     `now`), so an unchanged job costs nothing per decision. A view kept past its
     snapshot reads them at the latest decision's time.
     """
@@ -63,6 +67,18 @@ class LiveJobView(JobView):
     @runtime.setter
     def runtime(self, value: float) -> None:
         _RUNTIME.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def spent(self) -> float:
+        """Read from the meter on access: the bill grows with time while the job holds nodes."""
+        clock: ServiceClock | None = getattr(self, "_clock", None)
+        if clock is None or clock.meter is None:
+            return float(_SPENT.__get__(self, JobView))
+        return clock.meter.job_cost(self.id, clock.now)
+
+    @spent.setter
+    def spent(self, value: float) -> None:
+        _SPENT.__set__(self, value)
 
 
 @dataclass

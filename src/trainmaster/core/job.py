@@ -126,6 +126,16 @@ class JobSpec:
     def min_gpus(self) -> int:
         return self.min_resources.gpu
 
+    @property
+    def anchored(self) -> bool:
+        """Whether the gang keeps its anchors (PS tasks, the chief) on on-demand nodes: the job asks
+        (`anchors_on_demand`), may use transient nodes at all, and gains from it: a PS job (its servers hold
+        the model) or an elastic one (it goes on around its chief with what survives). A fixed-size
+        all-reduce gang stops at any loss, its chief's or another worker's: an on-demand chief would buy it
+        nothing but the on-demand price (and a node's worth of on-demand room for the rest of its gang)."""
+        return (self.anchors_on_demand and self.transient is not TransientUse.NEVER
+                and (self.architecture is Architecture.PARAMETER_SERVER or self.elastic))
+
 
 def simple_job(
     name: str,

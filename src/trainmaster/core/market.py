@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 
 from trainmaster.core.errors import SpecError
 from trainmaster.core.node import Node
@@ -137,6 +137,7 @@ class AutoscaleSpec:
     idle_timeout: float = 600.0  # seconds a provider-made node may sit idle before it is released
     max_cost_per_hour: float | None = None  # price per hour of all provider-made nodes together
     budget: float | None = None  # dollars the whole cluster may spend; no node is added beyond it
+    consolidate: bool = False  # empty a provider node under half used for `idle_timeout` when others hold its jobs
 
 
 _Seconds = Annotated[float, Field(ge=0, le=30 * 86_400, allow_inf_nan=False)]
@@ -163,6 +164,7 @@ class _AutoscaleDoc(Strict):
     idle_timeout: _Seconds = Field(default=600.0, alias="idleTimeout")
     max_cost_per_hour: Price | None = Field(default=None, alias="maxCostPerHour")
     budget: Price | None = None
+    consolidate: StrictBool = False
 
 
 _AUTOSCALE = TypeAdapter(_AutoscaleDoc)
@@ -176,6 +178,7 @@ def autoscale_from_mapping(doc: object, where: str = "") -> AutoscaleSpec:
       idleTimeout: 600          # seconds a provider-made node may stay idle
       maxCostPerHour: 20        # USD per hour of all provider-made nodes together (optional)
       budget: 500               # USD the whole cluster may spend before no node is added (optional)
+      consolidate: true         # move jobs off a node under half used for idleTimeout, then give it back
       nodeTypes:
         - {gpuType: k80, zone: us-central1-c, gpu: 1, maxOnDemand: 2, maxTransient: 16}
         - {name: big, gpuType: v100, gpu: 8, cpu: 64, memory: 416Gi, zone: us-west1-b,
@@ -222,7 +225,8 @@ def autoscale_from_mapping(doc: object, where: str = "") -> AutoscaleSpec:
     if len(set(names)) != len(names):
         raise SpecError(f"{root}.nodeTypes", "two node types share a name",
                         "give each a distinct name (default: GPUTYPE-ZONE)")
-    return AutoscaleSpec(tuple(offers), parsed.idle_timeout, parsed.max_cost_per_hour, parsed.budget)
+    return AutoscaleSpec(tuple(offers), parsed.idle_timeout, parsed.max_cost_per_hour, parsed.budget,
+                         parsed.consolidate)
 
 
 def available_at(rows: Sequence[Availability], t: float, zone: str, gpu_type: str | None) -> int | None:

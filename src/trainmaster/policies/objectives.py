@@ -11,8 +11,8 @@ the most the preset or the free GPUs allow (PS counts stay as sized):
 - dollars left `C(k) = T(k) * k * g * price`, with `g` GPUs per worker and
   `price` the per-GPU-second price of the nodes it holds now (else of the
   cheapest eligible node: where `scoring.PerDollar` sends a budget job);
-- budget left: `budget - spent`, spent estimated as attained GPU-seconds times
-  that price (the controller does not yet hand policies the job's bill);
+- budget left: `budget - spent`, spent being the job's bill so far as the
+  controller's cost meter has it (`JobView.spent`, `core.cost`);
 - time to the deadline: `submit + deadline - now`.
 
 With a deadline: the cheapest k that meets it (and fits the budget left, if
@@ -76,7 +76,7 @@ def apply_objectives(snap: Snapshot, jobs: list[JobView], sizes: Sizes, ws: Work
         gpus = max(spec.roles[Role.WORKER].resources.gpu, 1)
         price = price_per_gpu_s(job, snap, ws)
         cost = {k: t * k * gpus * price for k, t in options}
-        left = math.inf if spec.budget is None else spec.budget - job.attained * price
+        left = math.inf if spec.budget is None else spec.budget - job.spent
         affordable = [(k, t) for k, t in options if cost[k] <= left]
         if spec.deadline is not None:
             time_left = job.submit_time + spec.deadline - snap.now

@@ -37,6 +37,7 @@ class JobView:
     loss: float | None = None  # last reported loss
     steps_per_s: float | None = None  # last reported speed
     last_checkpoint: float | None = None  # time of the last checkpoint (or of the restart)
+    spent: float = 0.0  # dollars the job has paid so far (the controller's cost meter, `core.cost`)
 
     @property
     def active(self) -> bool:

@@ -156,14 +156,13 @@ def room_wait(spec: JobSpec, counts: Mapping[Role, int], total_free: Resources) 
 
 # -- node scoring: the scorers live in policies.scoring ------------------------------------------
 def anchored(spec: JobSpec, memo: ClusterMemo, counts: Mapping[Role, int]) -> bool:
-    """Whether the gang's anchors (PS tasks and the chief) must go on on-demand nodes (`anchorsOnDemand`).
+    """Whether the gang's anchors (PS tasks and the chief) must go on on-demand nodes (`JobSpec.anchored`).
 
     Only for a gang of two or more tasks that may use transient nodes, on a cluster
     with both kinds: a one-task job has no rest that could go on without its
     anchor, so for it the rule would only mean `transient: never`.
     """
-    return (spec.anchors_on_demand and spec.transient is not TransientUse.NEVER and memo.traits.mixed
-            and sum(counts.values()) > 1)
+    return spec.anchored and memo.traits.mixed and sum(counts.values()) > 1
 
 
 class _FitIndex:
@@ -219,10 +218,15 @@ class Trial:
             self.ws._trials[-1].undo.extend(self.undo)
 
     def discard(self) -> None:
-        """Undo every operation since `trial()`, newest first."""
+        """Undo every operation since `trial()`, newest first. The undoing is recorded in no enclosing trial:
+        its net effect there is nothing, and recorded it would be redone when that trial is discarded."""
         self.ws._close(self)
-        for job, old in reversed(self.undo):
-            self.ws._set(job, old)
+        trials, self.ws._trials = self.ws._trials, []
+        try:
+            for job, old in reversed(self.undo):
+                self.ws._set(job, old)
+        finally:
+            self.ws._trials = trials
 
 
 class Workspace:
