@@ -6,13 +6,14 @@ simulate flag: the simulator is just an engine with a virtual clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 from trainmaster.controller.checkpointing import CheckpointTuner
 from trainmaster.controller.diff import diff
 from trainmaster.controller.learning import attach_learning
 from trainmaster.controller.metrics import JobOutcome, Summary, UsageListener, UsageTimeline, summarize
+from trainmaster.controller.notes import NoteStreams
 from trainmaster.controller.records import JobRecord, ServiceClock
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -78,6 +79,7 @@ class Controller:
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
         # job id -> the reason a decision last noted on its record, while that is still its latest note
         self._said: dict[str, str] = {}
+        self._notes = NoteStreams()  # reasons noted on many jobs at once, rendered into a record when read
         # Jobs backing off after a failure, out of every decision until their `retry_at` (Kueue's requeue backoff).
         self.parked: dict[str, JobRecord] = {}
         self.backoff = backoff  # (first delay, cap) in seconds; doubles per restart
@@ -130,6 +132,7 @@ class Controller:
         self._views[jid] = record.live_view(self._service_clock)
         record.watch = self._stale
         record.said = self._said
+        record.lazy = self._notes
         last = next(reversed(self._pending), None)
         if last is not None and self._position[last] > len(self.jobs):  # (ids withdrawn meanwhile)
             self._pending_sorted = False
@@ -155,7 +158,8 @@ class Controller:
             raise TrainmasterError(f"job {job_id} is not pending; only a pending job can be held")
         for book in (self.jobs, self.live, self.parked, self._views, self._pending, self._position, self._stale):
             book.pop(job_id, None)  # type: ignore[attr-defined]
-        record.watch = None
+        record.settle()
+        record.watch = record.lazy = None
         self._said.pop(job_id, None)
         self._dirty = True
         return record
@@ -226,19 +230,13 @@ class Controller:
                         record.note(now, text)
                     continue
                 self._finish(record, JobState.REJECTED, now, reason)
-        said = self._said
         reasons = plan.reasons
         # Only reasons that differ from what an earlier decision noted (C-level set difference: thousands
         # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
         # drops the job from `said`, so its reason is checked again here.
-        changed = reasons.items() - said.items() if isinstance(reasons, dict) else reasons.items()
-        for jid, reason in changed:
-            noted = self.live.get(jid)
-            if noted is None or jid in plan.rejected:
-                continue
-            if noted.why != reason or not noted.decisions or noted.decisions[-1][1] != reason:
-                noted.note(now, reason)  # (noting an unchanged reason again would change nothing)
-            said[jid] = reason
+        changed = reasons.items() - self._said.items() if isinstance(reasons, dict) else reasons.items()
+        if changed:
+            self._note_reasons(changed, plan.rejected, now)
         for action in actions:
             self._commit(action, now)
         if actions:
@@ -249,6 +247,24 @@ class Controller:
         if self.check:
             self.verify()
         return plan
+
+    def _note_reasons(self, changed: Iterable[tuple[str, str]], rejected: Mapping[str, str], now: float) -> None:
+        """Note each job's new reason, lazily (`notes.NoteStreams`): when a head of the line starts, every
+        job behind it gets a new reason at once, one stream entry rather than a Python step per record."""
+        said, live = self._said, self.live
+        valid: list[tuple[str, str]] = []
+        for pair in changed:
+            jid, reason = pair
+            if jid not in said:  # (one in `said` is live, not rejected, and its latest note is another reason)
+                record = live.get(jid)
+                if record is None or jid in rejected:
+                    continue
+                if record.why == reason and record.decisions and record.decisions[-1][1] == reason:
+                    said[jid] = reason  # (noting an unchanged reason again would change nothing)
+                    continue
+            valid.append(pair)
+        said.update(valid)
+        self._notes.note(self._notes.group(valid), self.jobs, now)
 
     def snapshot(self) -> Snapshot:
         now = self.clock.now()
