@@ -236,6 +236,8 @@ class Controller:
         # drops the job from `said`, so its reason is checked again here.
         changed = reasons.items() - self._said.items() if isinstance(reasons, dict) else reasons.items()
         if changed:
+            for action in actions:  # noted by `_commit` below: out of the shared streams first
+                self.jobs[action.job_id].settle()
             self._note_reasons(changed, plan.rejected, now)
         for action in actions:
             self._commit(action, now)
@@ -252,19 +254,16 @@ class Controller:
         """Note each job's new reason, lazily (`notes.NoteStreams`): when a head of the line starts, every
         job behind it gets a new reason at once, one stream entry rather than a Python step per record."""
         said, live = self._said, self.live
-        valid: list[tuple[str, str]] = []
-        for pair in changed:
-            jid, reason = pair
-            if jid not in said:  # (one in `said` is live, not rejected, and its latest note is another reason)
-                record = live.get(jid)
-                if record is None or jid in rejected:
-                    continue
-                if record.why == reason and record.decisions and record.decisions[-1][1] == reason:
-                    said[jid] = reason  # (noting an unchanged reason again would change nothing)
-                    continue
-            valid.append(pair)
-        said.update(valid)
-        self._notes.note(self._notes.group(valid), self.jobs, now)
+        new = dict(changed)
+        # One in `said` is live, not rejected, and its latest note is another reason; check only the others.
+        for jid in new.keys() - said.keys():
+            record = live.get(jid)
+            if record is None or jid in rejected:
+                del new[jid]
+            elif record.why == new[jid] and record.decisions and record.decisions[-1][1] == new[jid]:
+                said[jid] = new.pop(jid)  # (noting an unchanged reason again would change nothing)
+        said.update(new)
+        self._notes.note(self._notes.group(new), self.jobs, now)
 
     def snapshot(self) -> Snapshot:
         now = self.clock.now()

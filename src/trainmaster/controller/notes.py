@@ -10,7 +10,10 @@ job's record renders its part of the stream into its own log when read
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Mapping
+from itertools import compress, repeat
+from operator import is_
 from typing import Protocol
 
 
@@ -105,15 +108,35 @@ class NoteStreams:
         if len(tips) > 64:  # streams nobody follows any more
             self.tips = {reason: s for reason, s in tips.items() if s.count}
 
-    def group(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[Stream | None, str], list[str]]:
-        """(job id, new reason) pairs grouped by (the stream the job follows, new reason)."""
+    def group(self, new: dict[str, str]) -> dict[tuple[Stream | None, str], list[str]]:
+        """Job id -> new reason, grouped by (the stream the job follows, new reason).
+
+        C-level passes per reason many jobs share (usually one: "waiting behind <head>") and per stream
+        among them; a Python step only for the jobs whose reason few others share.
+        """
         get = self.of.get
         moves: dict[tuple[Stream | None, str], list[str]] = {}
-        for jid, reason in pairs:
-            key = (get(jid), reason)
-            ids = moves.get(key)
-            if ids is None:
-                moves[key] = [jid]
-            else:
-                ids.append(jid)
+        counts = Counter(new.values())
+        floor = max(_SHARED, len(new) // 8)
+        shared = [reason for reason, n in counts.items() if n >= floor]
+        for reason in shared:
+            ids = list(compress(new, map(reason.__eq__, new.values())))
+            streams = set(map(get, ids))
+            if len(streams) == 1:
+                moves[streams.pop(), reason] = ids
+                continue
+            for stream in streams:
+                moves[stream, reason] = list(compress(ids, map(is_, map(get, ids), repeat(stream))))
+        if len(shared) < len(counts):
+            few = counts.keys() - shared
+            for jid, reason in compress(new.items(), map(few.__contains__, new.values())):
+                key = (get(jid), reason)
+                ids = moves.get(key)
+                if ids is None:
+                    moves[key] = [jid]
+                else:
+                    ids.append(jid)
         return moves
+
+
+_SHARED = 16  # jobs sharing one new reason for it to be grouped by C-level passes
