@@ -131,11 +131,11 @@ class NoteStreams:
             few = counts.keys() - shared
             for jid, reason in compress(new.items(), map(few.__contains__, new.values())):
                 key = (get(jid), reason)
-                ids = moves.get(key)
-                if ids is None:
+                group = moves.get(key)
+                if group is None:
                     moves[key] = [jid]
                 else:
-                    ids.append(jid)
+                    group.append(jid)
         return moves
 
 
