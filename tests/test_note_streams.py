@@ -9,7 +9,7 @@ Every job's decision log and latest reason must be the same in all three.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import pytest
 from tests.queue_builders import queue, queues
@@ -25,9 +25,9 @@ from trainmaster.workloads.loaders import load_workload
 Logs = dict[str, tuple[str, list[tuple[float, str]]]]
 
 
-def eager(self: Controller, changed: Iterable[tuple[str, str]], rejected: Mapping[str, str], now: float) -> None:
+def eager(self: Controller, changed: dict[str, str], rejected: Mapping[str, str], now: float) -> None:
     """The per-record loop the streams replace: note every changed reason on its record at once."""
-    for jid, reason in changed:
+    for jid, reason in changed.items():
         record = self.live.get(jid)
         if record is None or jid in rejected:
             continue

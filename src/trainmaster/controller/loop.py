@@ -6,7 +6,9 @@ simulate flag: the simulator is just an engine with a virtual clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from itertools import compress
+from operator import ne
 from types import MappingProxyType
 
 from trainmaster.controller.checkpointing import CheckpointTuner
@@ -231,10 +233,11 @@ class Controller:
                     continue
                 self._finish(record, JobState.REJECTED, now, reason)
         reasons = plan.reasons
-        # Only reasons that differ from what an earlier decision noted (C-level set difference: thousands
+        # Only reasons that differ from what an earlier decision noted (C-level passes: thousands
         # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
         # drops the job from `said`, so its reason is checked again here.
-        changed = reasons.items() - self._said.items() if isinstance(reasons, dict) else reasons.items()
+        said = self._said
+        changed = dict(compress(reasons.items(), map(ne, reasons.values(), map(said.get, reasons))))
         if changed:
             for action in actions:  # noted by `_commit` below: out of the shared streams first
                 self.jobs[action.job_id].settle()
@@ -250,11 +253,10 @@ class Controller:
             self.verify()
         return plan
 
-    def _note_reasons(self, changed: Iterable[tuple[str, str]], rejected: Mapping[str, str], now: float) -> None:
+    def _note_reasons(self, new: dict[str, str], rejected: Mapping[str, str], now: float) -> None:
         """Note each job's new reason, lazily (`notes.NoteStreams`): when a head of the line starts, every
         job behind it gets a new reason at once, one stream entry rather than a Python step per record."""
         said, live = self._said, self.live
-        new = dict(changed)
         # One in `said` is live, not rejected, and its latest note is another reason; check only the others.
         for jid in new.keys() - said.keys():
             record = live.get(jid)
