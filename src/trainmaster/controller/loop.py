@@ -40,7 +40,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine
 from trainmaster.models.book import JobModel
-from trainmaster.policies.snapshot import JobView, Plan, Policy, Snapshot
+from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Policy, Snapshot
 
 Listener = Callable[[str, JobRecord], None]
 CycleHook = Callable[[Snapshot, Plan], None]  # runs after each decision's actions (the autoscaler)
@@ -79,6 +79,9 @@ class Controller:
         self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
         self._pending_sorted = True  # `_pending` is in `_position` order (see `_pending_ids`)
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
+        self._touched: set[str] = set()  # ids that joined or left `_pending` since the last snapshot
+        self._version = 0  # snapshots taken (`PendingIds.version`)
+        self._origin = object()  # this controller's snapshots (`PendingIds.origin`)
         # job id -> the reason a decision last noted on its record, while that is still its latest note
         self._said: dict[str, str] = {}
         self._notes = NoteStreams()  # reasons noted on many jobs at once, rendered into a record when read
@@ -139,6 +142,7 @@ class Controller:
         if last is not None and self._position[last] > len(self.jobs):  # (ids withdrawn meanwhile)
             self._pending_sorted = False
         self._pending[jid] = None
+        self._touched.add(jid)
         self._position[jid] = len(self.jobs)
         self._dirty = True
         self._emit("submitted", record)
@@ -160,6 +164,7 @@ class Controller:
             raise TrainmasterError(f"job {job_id} is not pending; only a pending job can be held")
         for book in (self.jobs, self.live, self.parked, self._views, self._pending, self._position, self._stale):
             book.pop(job_id, None)  # type: ignore[attr-defined]
+        self._touched.add(job_id)
         record.settle()
         record.watch = record.lazy = None
         self._said.pop(job_id, None)
@@ -291,13 +296,19 @@ class Controller:
             queues=MappingProxyType(dict(self.queues)),
         )
 
-    def _pending_ids(self) -> tuple[str, ...]:
-        """The pending ids in `_position` order. Arrivals append in that order; only a job that goes back
-        to pending (preempted, failed, backoff over) makes `_pending` sort again, once."""
+    def _pending_ids(self) -> PendingIds:
+        """The pending ids in `_position` order, with those that joined or left since the last snapshot.
+        Arrivals append in that order; only a job that goes back to pending (preempted, failed, backoff
+        over) makes `_pending` sort again, once."""
         if not self._pending_sorted:
             self._pending = dict.fromkeys(sorted(self._pending, key=self._position.__getitem__))
             self._pending_sorted = True
-        return tuple(self._pending)
+        pending, touched = self._pending, self._touched
+        joined = frozenset(filter(pending.__contains__, touched))
+        self._version += 1
+        ids = PendingIds(pending, self._origin, self._version, joined, frozenset(touched - joined))
+        touched.clear()
+        return ids
 
     # -- bookkeeping -------------------------------------------------------
     def _hold(self, record: JobRecord, alloc: Allocation, now: float) -> None:
@@ -317,8 +328,10 @@ class Controller:
             self._held[record.id] = alloc
             if record.id in self._pending:
                 del self._pending[record.id]
+                self._touched.add(record.id)
         elif self._held.pop(record.id, None) is not None and record.id in self.live:
             self._pending[record.id] = None
+            self._touched.add(record.id)
             self._pending_sorted = False  # back in line at its old place
         for listener in self.usage_listeners:
             listener.allocated(now, record, self.used_gpus)
@@ -367,6 +380,7 @@ class Controller:
         self.parked.pop(record.id, None)
         self._views.pop(record.id, None)
         self._pending.pop(record.id, None)
+        self._touched.add(record.id)
         self._position.pop(record.id, None)
         self._dirty = True
         self._emit(state.value, record)
@@ -440,6 +454,7 @@ class Controller:
         self.live.pop(record.id, None)
         self._views.pop(record.id, None)
         self._pending.pop(record.id, None)
+        self._touched.add(record.id)
         self._dirty = True
         self._emit("backoff", record)
 
@@ -451,6 +466,7 @@ class Controller:
                 self.live[jid] = record
                 self._views[jid] = record.live_view(self._service_clock)
                 self._pending[jid] = None
+                self._touched.add(jid)
                 self._pending_sorted = False
                 record.note(now, "backoff over: waiting to restart from the checkpoint")
                 self._dirty = True

@@ -15,7 +15,7 @@ from operator import attrgetter, itemgetter
 
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
-from trainmaster.policies.snapshot import Snapshot
+from trainmaster.policies.snapshot import PendingIds, Snapshot
 from trainmaster.policies.workspace import ClusterMemo, never_fits
 
 _Key = tuple[float, str]  # (submit time, id): `cycle.by_submit_time`'s order
@@ -38,7 +38,7 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "shape", "shaped", "specs")
+    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
@@ -49,13 +49,19 @@ class PendingLine:
         self.by_shape: dict[Shape, list[_Key]] = {}  # the line split by shape, each part in line order
         self.specs: dict[str, JobSpec] = {}  # the specs the shapes were taken from (`reshape`)
         self.shaped = False  # shapes are kept only once a decision asked for them (`reshape`)
+        self.seen: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last synced to
 
     def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order."""
         key_of = self.key_of
-        now = set(pending)
-        gone = key_of.keys() - now
-        new = now - key_of.keys()
+        if isinstance(pending, PendingIds) and self.seen == (pending.origin, pending.version - 1):
+            gone = key_of.keys() & pending.left  # what changed since the ids synced to last
+            new: set[str] | frozenset[str] = pending.joined - key_of.keys()
+        else:
+            now = set(pending)
+            gone = key_of.keys() - now
+            new = now - key_of.keys()
+        self.seen = (pending.origin, pending.version) if isinstance(pending, PendingIds) else None
         if gone:
             dropped = set(map(key_of.pop, gone))
             k = len(dropped)
