@@ -311,8 +311,9 @@ class Controller:
         return ids
 
     # -- bookkeeping -------------------------------------------------------
-    def _hold(self, record: JobRecord, alloc: Allocation, now: float) -> None:
-        """Swap the resources a job holds, keeping free capacity and GPU usage exact."""
+    def _hold(self, record: JobRecord, alloc: Allocation, now: float, *, ending: bool = False) -> None:
+        """Swap the resources a job holds, keeping free capacity and GPU usage exact (`ending`: it ends, so
+        holding nothing does not put it back in line)."""
         for node, res in record.allocation.per_node(record.spec).items():
             if node in self.free:
                 self.free[node] = self.free[node] + res
@@ -329,7 +330,7 @@ class Controller:
             if record.id in self._pending:
                 del self._pending[record.id]
                 self._touched.add(record.id)
-        elif self._held.pop(record.id, None) is not None and record.id in self.live:
+        elif self._held.pop(record.id, None) is not None and record.id in self.live and not ending:
             self._pending[record.id] = None
             self._touched.add(record.id)
             self._pending_sorted = False  # back in line at its old place
@@ -371,7 +372,7 @@ class Controller:
 
     def _finish(self, record: JobRecord, state: JobState, now: float, reason: str) -> None:
         if record.allocation:
-            self._hold(record, EMPTY, now)
+            self._hold(record, EMPTY, now, ending=True)
         record.move(state, now, reason)
         record.finish_time = now
         record.message = reason
