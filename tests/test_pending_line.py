@@ -7,12 +7,13 @@ import random
 from types import MappingProxyType
 
 from trainmaster.controller.loop import Controller
+from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import simple_job
+from trainmaster.core.job import Role, simple_job
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimEngine
-from trainmaster.policies.pending import PendingDemand, PendingLine, shape_of
+from trainmaster.policies.pending import PendingDemand, PendingLine, QueueHeld, shape_of
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, PendingIds, Snapshot
 from trainmaster.policies.workspace import ClusterMemo
@@ -80,3 +81,31 @@ def test_a_reason_noted_elsewhere_is_noted_again_by_the_next_decision() -> None:
     assert texts[-2:] == ["held by an operator", "priority: waiting behind b, first in line"]
     controller.cycle()  # unchanged and not overwritten: not noted twice
     assert [text for _, text in waiting.decisions].count("priority: waiting behind b, first in line") == 2
+
+
+def test_queue_held_follows_random_starts_stops_moves_and_spec_changes() -> None:
+    """drf's per-queue usage kept across decisions equals a fresh sum after every change."""
+    rng = random.Random(11)
+    held, nodes = QueueHeld(), [n.name for n in CLUSTER.nodes]
+    jobs: dict[str, JobView] = {}
+    allocations: dict[str, Allocation] = {}
+    for step in range(300):
+        for _ in range(rng.randint(0, 3)):  # starts
+            jid = f"j{step}-{rng.randint(0, 10**6)}"
+            spec = dataclasses.replace(simple_job(jid, rng.choice([1, 2, 4])), queue=rng.choice(["a", "b", "c"]))
+            jobs[jid] = JobView(id=jid, spec=spec, state=JobState.RUNNING, submit_time=0.0)
+            allocations[jid] = Allocation.of([Placement(Role.WORKER, rng.choice(nodes))])
+        for jid in rng.sample(sorted(allocations), k=min(len(allocations), rng.randint(0, 2))):  # stops
+            del allocations[jid], jobs[jid]
+        if allocations and rng.random() < 0.3:  # a job moves (a new allocation) or its spec changes
+            jid = rng.choice(sorted(allocations))
+            if rng.random() < 0.5:
+                allocations[jid] = Allocation.of([Placement(Role.WORKER, rng.choice(nodes))])
+            else:
+                jobs[jid] = dataclasses.replace(jobs[jid], spec=simple_job(jid, rng.choice([1, 2, 4])))
+        fresh: dict[str, Resources] = {}
+        for jid, alloc in allocations.items():
+            spec = jobs[jid].spec
+            fresh[spec.queue] = fresh.get(spec.queue, Resources()) + alloc.resources(spec)
+        kept = held.of(snap_of(jobs), dict(allocations))
+        assert {q: r for q, r in kept.items() if r != Resources()} == fresh

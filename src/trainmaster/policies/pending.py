@@ -9,10 +9,11 @@ never a Python pass over every job waiting in line.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import filterfalse
 from operator import attrgetter, itemgetter
 
+from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
 from trainmaster.policies.snapshot import PendingIds, Snapshot
@@ -38,7 +39,7 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs")
+    __slots__ = ("bad", "by_shape", "held", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
@@ -50,6 +51,7 @@ class PendingLine:
         self.specs: dict[str, JobSpec] = {}  # the specs the shapes were taken from (`reshape`)
         self.shaped = False  # shapes are kept only once a decision asked for them (`reshape`)
         self.seen: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last synced to
+        self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
 
     def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order."""
@@ -177,3 +179,39 @@ class PendingDemand:
             total = total + need[jid][1]
         self.seen, self.total = now, total
         return total
+
+
+class QueueHeld:
+    """What the active jobs hold per queue, kept across decisions (drf's shares at a decision's start).
+
+    Per decision: C-level passes over the held allocations, and Python arithmetic
+    only for the jobs whose allocation (or spec) changed.
+    """
+
+    __slots__ = ("by_queue", "seen", "took")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, int]] = {}  # job id -> id() of the allocation and spec it was taken from
+        self.took: dict[str, tuple[Allocation, JobSpec, Resources]] = {}  # (both kept, so their id()s stay unique)
+        self.by_queue: dict[str, Resources] = {}
+
+    def of(self, snap: Snapshot, allocations: Mapping[str, Allocation]) -> dict[str, Resources]:
+        """Queue -> the sum of `alloc.resources(spec)` over `allocations` (integers: any order sums alike)."""
+        jobs = snap.jobs
+        specs = list(map(_SPEC, map(jobs.__getitem__, allocations)))
+        now = dict(zip(allocations, zip(map(id, allocations.values()), map(id, specs), strict=True), strict=True))
+        if now != self.seen:
+            by_queue, took = self.by_queue, self.took
+            for jid in self.seen.keys() - now.keys():
+                _, spec, res = took.pop(jid)
+                by_queue[spec.queue] = by_queue[spec.queue] - res
+            for jid, _ in now.items() - self.seen.items():  # new, or its allocation or spec changed
+                if jid in took:
+                    _, spec, res = took[jid]
+                    by_queue[spec.queue] = by_queue[spec.queue] - res
+                alloc, spec = allocations[jid], jobs[jid].spec
+                res = alloc.resources(spec)
+                took[jid] = (alloc, spec, res)
+                by_queue[spec.queue] = by_queue.get(spec.queue, Resources()) + res
+            self.seen = now
+        return dict(self.by_queue)
