@@ -120,7 +120,9 @@ class NoteStreams:
         floor = max(_SHARED, len(new) // 8)
         shared = [reason for reason, n in counts.items() if n >= floor]
         for reason in shared:
-            ids = list(compress(new, map(reason.__eq__, new.values())))
+            ids = list(compress(new, map(is_, new.values(), repeat(reason))))  # (one rendered text: one object)
+            if len(ids) != counts[reason]:  # equal texts that are not one object
+                ids = list(compress(new, map(reason.__eq__, new.values())))
             streams = set(map(get, ids))
             if len(streams) == 1:
                 moves[streams.pop(), reason] = ids

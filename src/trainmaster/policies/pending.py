@@ -39,10 +39,11 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "by_shape", "held", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs")
+    __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
+        self.ids: list[str] = []  # the ids of `keys`, in the same order
         self.key_of: dict[str, _Key] = {}
         self.bad: set[str] = set()  # members with a never-fits verdict
         self.memo: ClusterMemo | None = None  # the cluster memo the verdicts come from
@@ -54,7 +55,8 @@ class PendingLine:
         self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
 
     def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
-        """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order."""
+        """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order (the line's own
+        list, kept across decisions: read it, never change it)."""
         key_of = self.key_of
         if isinstance(pending, PendingIds) and self.seen == (pending.origin, pending.version - 1):
             gone = key_of.keys() & pending.left  # what changed since the ids synced to last
@@ -69,8 +71,10 @@ class PendingLine:
             k = len(dropped)
             if dropped == set(self.keys[:k]):  # the front of the line left (strict order places a prefix)
                 del self.keys[:k]
+                del self.ids[:k]
             else:
                 self.keys = list(filterfalse(dropped.__contains__, self.keys))
+                self.ids = list(map(_ID, self.keys))
             self.bad -= gone
             if self.shaped:
                 self._drop_shapes(gone, dropped)
@@ -95,13 +99,16 @@ class PendingLine:
             keys = self.keys
             if not keys or added[0] >= keys[-1]:
                 keys.extend(added)  # arrivals join the back of the line (the common case)
-            elif len(added) <= 8:
-                for key in added:
-                    bisect.insort(keys, key)
+                self.ids.extend(map(_ID, added))
             else:
-                keys.extend(added)
-                keys.sort()
-        return list(map(_ID, self.keys))
+                if len(added) <= 8:
+                    for key in added:
+                        bisect.insort(keys, key)
+                else:
+                    keys.extend(added)
+                    keys.sort()
+                self.ids = list(map(_ID, keys))
+        return self.ids
 
     def reshape(self, snap: Snapshot, ids: list[str]) -> None:
         """Shapes again if a pending job's spec changed since it joined (C-level check; `Controller.update`)."""
