@@ -286,13 +286,12 @@ class Workspace:
             wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
         self.waits[job_id] = wait[1]
 
-    def block_all_behind(self, job_ids: list[str], head_id: str) -> None:
+    def block_all_behind(self, job_ids: Iterable[str], head_id: str) -> None:
         """`block_behind` for many jobs at once (a C-level update: the line behind a head can be long)."""
-        if not job_ids:
-            return
-        self.block_behind(job_ids[0], head_id)
-        assert self._behind is not None
-        self.waits.update(dict.fromkeys(job_ids, self._behind[1]))
+        wait = self._behind
+        if wait is None or wait[0] != head_id:
+            wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
+        self.waits.update(dict.fromkeys(job_ids, wait[1]))
 
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
@@ -608,7 +607,10 @@ class Workspace:
             own = dict(compress(waits.items(), map(is_not, shared, repeat(bulk))))
             rendered = {id(wait): render(wait) for wait in own.values()}
             texts.update(zip(own, map(rendered.__getitem__, map(id, own.values())), strict=True))
-            reasons.update(texts)
+            if reasons:
+                reasons.update(texts)
+            else:
+                reasons = texts
         else:
             by_id = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
             reasons.update(zip(waits, map(by_id.__getitem__, map(id, shared)), strict=True))
