@@ -7,14 +7,15 @@ import random
 from types import MappingProxyType
 
 from trainmaster.controller.loop import Controller
+from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import simple_job
+from trainmaster.core.job import Role, simple_job
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimEngine
-from trainmaster.policies.pending import PendingDemand, PendingLine, shape_of
+from trainmaster.policies.pending import PendingDemand, PendingLine, QueueHeld, shape_of
 from trainmaster.policies.registry import make_policy
-from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.snapshot import JobView, PendingIds, Snapshot
 from trainmaster.policies.workspace import ClusterMemo
 from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
 
@@ -30,7 +31,9 @@ def test_line_and_demand_follow_random_joins_leaves_and_spec_changes() -> None:
     rng = random.Random(7)
     line, demand, memo = PendingLine(), PendingDemand(), ClusterMemo(CLUSTER)
     jobs: dict[str, JobView] = {}
+    origin, version, deltas = object(), 0, 0
     for step in range(300):
+        before = set(jobs)
         for _ in range(rng.randint(0, 4)):  # arrivals, some out of submit order
             jid = f"j{step}-{rng.randint(0, 10**6)}"
             spec = simple_job(jid, rng.choice([1, 2, 4, 8, 32]))  # 32 GPUs never fit on 4x4
@@ -42,7 +45,13 @@ def test_line_and_demand_follow_random_joins_leaves_and_spec_changes() -> None:
             jid = rng.choice(fitting)
             jobs[jid] = dataclasses.replace(jobs[jid], spec=simple_job(jid, rng.choice([1, 2, 4])))
         snap = snap_of(jobs)
-        pending = tuple(jobs)
+        # The controller's journal (`PendingIds`): joined and left since the last snapshot, plus ids touched
+        # with no net change; now and then a snapshot the line does not see (it must compare every id then).
+        version += rng.choice([1, 1, 1, 2])
+        deltas += line.seen == (origin, version - 1)
+        noise = rng.sample(sorted(before | set(jobs)), k=min(2, len(before | set(jobs))))
+        pending = PendingIds(jobs, origin, version, frozenset(set(jobs) - before) | (set(noise) & set(jobs)),
+                             frozenset(before - set(jobs)) | (set(noise) - set(jobs)) | {"never-seen"})
         ids = line.sync(snap, pending, memo)
         line.reshape(snap, ids)
         assert ids == [j.id for j in sorted(jobs.values(), key=lambda j: (j.submit_time, j.id))]
@@ -51,6 +60,7 @@ def test_line_and_demand_follow_random_joins_leaves_and_spec_changes() -> None:
             assert part == sorted(part) and all(shape_of(jobs[k[1]].spec) == shape for k in part)
         assert sum(len(p) for p in line.by_shape.values()) == len(jobs)
         assert demand.of(snap, pending) == sum((j.spec.min_resources for j in jobs.values()), start=Resources())
+    assert 150 < deltas < 300  # most syncs followed the journal, some compared every id
 
 
 def test_a_reason_noted_elsewhere_is_noted_again_by_the_next_decision() -> None:
@@ -71,3 +81,31 @@ def test_a_reason_noted_elsewhere_is_noted_again_by_the_next_decision() -> None:
     assert texts[-2:] == ["held by an operator", "priority: waiting behind b, first in line"]
     controller.cycle()  # unchanged and not overwritten: not noted twice
     assert [text for _, text in waiting.decisions].count("priority: waiting behind b, first in line") == 2
+
+
+def test_queue_held_follows_random_starts_stops_moves_and_spec_changes() -> None:
+    """drf's per-queue usage kept across decisions equals a fresh sum after every change."""
+    rng = random.Random(11)
+    held, nodes = QueueHeld(), [n.name for n in CLUSTER.nodes]
+    jobs: dict[str, JobView] = {}
+    allocations: dict[str, Allocation] = {}
+    for step in range(300):
+        for _ in range(rng.randint(0, 3)):  # starts
+            jid = f"j{step}-{rng.randint(0, 10**6)}"
+            spec = dataclasses.replace(simple_job(jid, rng.choice([1, 2, 4])), queue=rng.choice(["a", "b", "c"]))
+            jobs[jid] = JobView(id=jid, spec=spec, state=JobState.RUNNING, submit_time=0.0)
+            allocations[jid] = Allocation.of([Placement(Role.WORKER, rng.choice(nodes))])
+        for jid in rng.sample(sorted(allocations), k=min(len(allocations), rng.randint(0, 2))):  # stops
+            del allocations[jid], jobs[jid]
+        if allocations and rng.random() < 0.3:  # a job moves (a new allocation) or its spec changes
+            jid = rng.choice(sorted(allocations))
+            if rng.random() < 0.5:
+                allocations[jid] = Allocation.of([Placement(Role.WORKER, rng.choice(nodes))])
+            else:
+                jobs[jid] = dataclasses.replace(jobs[jid], spec=simple_job(jid, rng.choice([1, 2, 4])))
+        fresh: dict[str, Resources] = {}
+        for jid, alloc in allocations.items():
+            spec = jobs[jid].spec
+            fresh[spec.queue] = fresh.get(spec.queue, Resources()) + alloc.resources(spec)
+        kept = held.of(snap_of(jobs), dict(allocations))
+        assert {q: r for q, r in kept.items() if r != Resources()} == fresh

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from itertools import count
+from itertools import compress, count
+from operator import is_not
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -21,7 +22,8 @@ def _changed(snap: Snapshot, plan: Plan) -> list[JobView]:
     """
     jobs, held = snap.jobs, snap.held
     assert held is not None
-    found = [jid for jid, want in plan.allocations.items() if held.get(jid) is not want and jid in jobs]
+    wanted = plan.allocations
+    found = [jid for jid in compress(wanted, map(is_not, map(held.get, wanted), wanted.values())) if jid in jobs]
     found += held.keys() - plan.allocations.keys()
     if len(found) > 1:
         position = dict(zip(jobs, count()))  # the order the full pass would meet them in

@@ -7,12 +7,15 @@ simulate flag: the simulator is just an engine with a virtual clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import compress
+from operator import ne
 from types import MappingProxyType
 
 from trainmaster.controller.checkpointing import CheckpointTuner
 from trainmaster.controller.diff import diff
 from trainmaster.controller.learning import attach_learning
 from trainmaster.controller.metrics import JobOutcome, Summary, UsageListener, UsageTimeline, summarize
+from trainmaster.controller.notes import NoteStreams
 from trainmaster.controller.records import JobRecord, ServiceClock
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -37,7 +40,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine
 from trainmaster.models.book import JobModel
-from trainmaster.policies.snapshot import JobView, Plan, Policy, Snapshot
+from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Policy, Snapshot
 
 Listener = Callable[[str, JobRecord], None]
 CycleHook = Callable[[Snapshot, Plan], None]  # runs after each decision's actions (the autoscaler)
@@ -76,8 +79,12 @@ class Controller:
         self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
         self._pending_sorted = True  # `_pending` is in `_position` order (see `_pending_ids`)
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
+        self._touched: set[str] = set()  # ids that joined or left `_pending` since the last snapshot
+        self._version = 0  # snapshots taken (`PendingIds.version`)
+        self._origin = object()  # this controller's snapshots (`PendingIds.origin`)
         # job id -> the reason a decision last noted on its record, while that is still its latest note
         self._said: dict[str, str] = {}
+        self._notes = NoteStreams()  # reasons noted on many jobs at once, rendered into a record when read
         # Jobs backing off after a failure, out of every decision until their `retry_at` (Kueue's requeue backoff).
         self.parked: dict[str, JobRecord] = {}
         self.backoff = backoff  # (first delay, cap) in seconds; doubles per restart
@@ -131,10 +138,12 @@ class Controller:
         self._views[jid] = record.live_view(self._service_clock)
         record.watch = self._stale
         record.said = self._said
+        record.lazy = self._notes
         last = next(reversed(self._pending), None)
         if last is not None and self._position[last] > len(self.jobs):  # (ids withdrawn meanwhile)
             self._pending_sorted = False
         self._pending[jid] = None
+        self._touched.add(jid)
         self._position[jid] = len(self.jobs)
         self._dirty = True
         self._emit("submitted", record)
@@ -156,7 +165,9 @@ class Controller:
             raise TrainmasterError(f"job {job_id} is not pending; only a pending job can be held")
         for book in (self.jobs, self.live, self.parked, self._views, self._pending, self._position, self._stale):
             book.pop(job_id, None)  # type: ignore[attr-defined]
-        record.watch = None
+        self._touched.add(job_id)
+        record.settle()
+        record.watch = record.lazy = None
         self._said.pop(job_id, None)
         self._dirty = True
         return record
@@ -227,19 +238,16 @@ class Controller:
                         record.note(now, text)
                     continue
                 self._finish(record, JobState.REJECTED, now, reason)
-        said = self._said
         reasons = plan.reasons
-        # Only reasons that differ from what an earlier decision noted (C-level set difference: thousands
+        # Only reasons that differ from what an earlier decision noted (C-level passes: thousands
         # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
         # drops the job from `said`, so its reason is checked again here.
-        changed = reasons.items() - said.items() if isinstance(reasons, dict) else reasons.items()
-        for jid, reason in changed:
-            noted = self.live.get(jid)
-            if noted is None or jid in plan.rejected:
-                continue
-            if noted.why != reason or not noted.decisions or noted.decisions[-1][1] != reason:
-                noted.note(now, reason)  # (noting an unchanged reason again would change nothing)
-            said[jid] = reason
+        said = self._said
+        changed = dict(compress(reasons.items(), map(ne, reasons.values(), map(said.get, reasons))))
+        if changed:
+            for action in actions:  # noted by `_commit` below: out of the shared streams first
+                self.jobs[action.job_id].settle()
+            self._note_reasons(changed, plan.rejected, now)
         for action in actions:
             self._commit(action, now)
         if actions:
@@ -250,6 +258,20 @@ class Controller:
         if self.check:
             self.verify()
         return plan
+
+    def _note_reasons(self, new: dict[str, str], rejected: Mapping[str, str], now: float) -> None:
+        """Note each job's new reason, lazily (`notes.NoteStreams`): when a head of the line starts, every
+        job behind it gets a new reason at once, one stream entry rather than a Python step per record."""
+        said, live = self._said, self.live
+        # One in `said` is live, not rejected, and its latest note is another reason; check only the others.
+        for jid in new.keys() - said.keys():
+            record = live.get(jid)
+            if record is None or jid in rejected:
+                del new[jid]
+            elif record.why == new[jid] and record.decisions and record.decisions[-1][1] == new[jid]:
+                said[jid] = new.pop(jid)  # (noting an unchanged reason again would change nothing)
+        said.update(new)
+        self._notes.note(self._notes.group(new), self.jobs, now)
 
     def snapshot(self) -> Snapshot:
         now = self.clock.now()
@@ -275,17 +297,24 @@ class Controller:
             queues=MappingProxyType(dict(self.queues)),
         )
 
-    def _pending_ids(self) -> tuple[str, ...]:
-        """The pending ids in `_position` order. Arrivals append in that order; only a job that goes back
-        to pending (preempted, failed, backoff over) makes `_pending` sort again, once."""
+    def _pending_ids(self) -> PendingIds:
+        """The pending ids in `_position` order, with those that joined or left since the last snapshot.
+        Arrivals append in that order; only a job that goes back to pending (preempted, failed, backoff
+        over) makes `_pending` sort again, once."""
         if not self._pending_sorted:
             self._pending = dict.fromkeys(sorted(self._pending, key=self._position.__getitem__))
             self._pending_sorted = True
-        return tuple(self._pending)
+        pending, touched = self._pending, self._touched
+        joined = frozenset(filter(pending.__contains__, touched))
+        self._version += 1
+        ids = PendingIds(pending, self._origin, self._version, joined, frozenset(touched - joined))
+        touched.clear()
+        return ids
 
     # -- bookkeeping -------------------------------------------------------
-    def _hold(self, record: JobRecord, alloc: Allocation, now: float) -> None:
-        """Swap the resources a job holds, keeping free capacity and GPU usage exact."""
+    def _hold(self, record: JobRecord, alloc: Allocation, now: float, *, ending: bool = False) -> None:
+        """Swap the resources a job holds, keeping free capacity and GPU usage exact (`ending`: it ends, so
+        holding nothing does not put it back in line)."""
         for node, res in record.allocation.per_node(record.spec).items():
             if node in self.free:
                 self.free[node] = self.free[node] + res
@@ -301,8 +330,10 @@ class Controller:
             self._held[record.id] = alloc
             if record.id in self._pending:
                 del self._pending[record.id]
-        elif self._held.pop(record.id, None) is not None and record.id in self.live:
+                self._touched.add(record.id)
+        elif self._held.pop(record.id, None) is not None and record.id in self.live and not ending:
             self._pending[record.id] = None
+            self._touched.add(record.id)
             self._pending_sorted = False  # back in line at its old place
         for listener in self.usage_listeners:
             listener.allocated(now, record, self.used_gpus)
@@ -342,7 +373,7 @@ class Controller:
 
     def _finish(self, record: JobRecord, state: JobState, now: float, reason: str) -> None:
         if record.allocation:
-            self._hold(record, EMPTY, now)
+            self._hold(record, EMPTY, now, ending=True)
         record.move(state, now, reason)
         record.finish_time = now
         record.message = reason
@@ -351,6 +382,7 @@ class Controller:
         self.parked.pop(record.id, None)
         self._views.pop(record.id, None)
         self._pending.pop(record.id, None)
+        self._touched.add(record.id)
         self._position.pop(record.id, None)
         self._dirty = True
         self._emit(state.value, record)
@@ -424,6 +456,7 @@ class Controller:
         self.live.pop(record.id, None)
         self._views.pop(record.id, None)
         self._pending.pop(record.id, None)
+        self._touched.add(record.id)
         self._dirty = True
         self._emit("backoff", record)
 
@@ -435,6 +468,7 @@ class Controller:
                 self.live[jid] = record
                 self._views[jid] = record.live_view(self._service_clock)
                 self._pending[jid] = None
+                self._touched.add(jid)
                 self._pending_sorted = False
                 record.note(now, "backoff over: waiting to restart from the checkpoint")
                 self._dirty = True

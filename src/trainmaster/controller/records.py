@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainmaster.controller.notes import NoteStreams
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cost import CostMeter
 from trainmaster.core.job import JobSpec
@@ -17,6 +18,7 @@ _VIEWED = frozenset({
     "runtime_base", "since", "step", "loss", "steps_per_s", "last_checkpoint",
 })
 _SET = object.__setattr__
+KEEP = 50  # decisions a record keeps
 _ATTAINED = JobView.__dict__["attained"]  # the frozen view's own slots, under LiveJobView's properties
 _RUNTIME = JobView.__dict__["runtime"]
 _SPENT = JobView.__dict__["spent"]
@@ -102,14 +104,16 @@ class JobRecord:
     loss: float | None = None
     steps_per_s: float | None = None
     last_checkpoint: float | None = None
-    why: str = ""  # latest reason from the policy or an action
     message: str = ""
     history: list[Transition] = field(default_factory=list)
-    decisions: list[tuple[float, str]] = field(default_factory=list)
     gpus_held: int = 0  # GPUs of `allocation`, kept by `set_allocation`
     watch: dict[str, None] | None = field(default=None, repr=False, compare=False)  # ids with stale views
     # The controller's "reason last noted by a decision" per job: `note` drops this job's entry (see Controller).
     said: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    # The controller's reasons noted on many jobs at once, not yet in `decisions` (`notes.NoteStreams`).
+    lazy: NoteStreams | None = field(default=None, repr=False, compare=False)
+    _why: str = field(default="", init=False, repr=False)  # see `why`
+    _log: list[tuple[float, str]] = field(default_factory=list, init=False, repr=False)  # see `decisions`
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
@@ -144,9 +148,43 @@ class JobRecord:
             return self.runtime_base
         return self.runtime_base + (now - self.since)
 
-    def note(self, now: float, text: str, keep: int = 50) -> None:
-        _SET(self, "why", text)  # `why` is no viewed field: skip `__setattr__` (a decision notes thousands)
-        decisions = self.decisions
+    @property
+    def why(self) -> str:
+        """The latest reason from the policy or an action."""
+        lazy = self.lazy
+        why = lazy.why(self.id) if lazy is not None else None
+        return self._why if why is None else why
+
+    @property
+    def decisions(self) -> list[tuple[float, str]]:
+        """(time, reason) of the latest reasons noted, oldest first (at most `KEEP`)."""
+        self.settle()
+        return self._log
+
+    @decisions.setter
+    def decisions(self, value: list[tuple[float, str]]) -> None:
+        self.settle()
+        _SET(self, "_log", value)
+
+    def settle(self, keep: int = KEEP) -> None:
+        """Render the reasons the controller noted lazily for this job (`notes.NoteStreams`) into `decisions`."""
+        lazy = self.lazy
+        entries = lazy.take(self.id, keep) if lazy is not None else None
+        if not entries:
+            return
+        _SET(self, "_why", entries[-1][1])
+        log = self._log
+        for entry in entries:
+            if not log or log[-1][1] != entry[1]:
+                log.append(entry)
+        if len(log) > keep:
+            del log[:-keep]
+
+    def note(self, now: float, text: str, keep: int = KEEP) -> None:
+        if self.lazy is not None:
+            self.settle(keep)
+        _SET(self, "_why", text)  # no viewed field: skip `__setattr__` (a decision notes thousands)
+        decisions = self._log
         if not decisions or decisions[-1][1] != text:
             decisions.append((now, text))
             if len(decisions) > keep:

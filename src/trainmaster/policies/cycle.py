@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import filterfalse
+from itertools import filterfalse, islice
 from operator import attrgetter
 from time import perf_counter
 from types import MappingProxyType
@@ -103,8 +103,8 @@ def head_of_line(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspac
         want = minimum(job.spec)
         if ws.place(job, want) is None:
             ws.block_for_room(job, want)
-            rest = ids[i + 1:]
-            ws.block_all_behind(list(filterfalse(bad.__contains__, rest)) if bad else rest, jid)
+            rest = islice(ids, i + 1, None)
+            ws.block_all_behind(filterfalse(bad.__contains__, rest) if bad else rest, jid)
             break
     return True
 

@@ -104,10 +104,7 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
         if len(roles) != 1 or roles[0][2] != roles[0][3]:  # one role, not elastic: no growth turns
             return False
     jobs, total = snap.jobs, snap.cluster.total
-    queue_held: dict[str, Resources] = {}
-    for jid, alloc in ws.allocations.items():
-        spec = ws.snap.jobs[jid].spec
-        queue_held[spec.queue] = queue_held.get(spec.queue, Resources()) + alloc.resources(spec)
+    queue_held = line.held.of(ws.snap, ws.allocations)  # (nothing is placed yet: what the active jobs hold)
     members: dict[str, list[tuple[tuple[float, str], int, list[tuple[float, str]]]]] = {}
     for part in by_shape.values():
         if part[0][1] not in bad:

@@ -9,13 +9,14 @@ never a Python pass over every job waiting in line.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import filterfalse
 from operator import attrgetter, itemgetter
 
+from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
-from trainmaster.policies.snapshot import Snapshot
+from trainmaster.policies.snapshot import PendingIds, Snapshot
 from trainmaster.policies.workspace import ClusterMemo, never_fits
 
 _Key = tuple[float, str]  # (submit time, id): `cycle.by_submit_time`'s order
@@ -38,10 +39,11 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "by_shape", "key_of", "keys", "memo", "shape", "shaped", "specs")
+    __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
+        self.ids: list[str] = []  # the ids of `keys`, in the same order
         self.key_of: dict[str, _Key] = {}
         self.bad: set[str] = set()  # members with a never-fits verdict
         self.memo: ClusterMemo | None = None  # the cluster memo the verdicts come from
@@ -49,20 +51,30 @@ class PendingLine:
         self.by_shape: dict[Shape, list[_Key]] = {}  # the line split by shape, each part in line order
         self.specs: dict[str, JobSpec] = {}  # the specs the shapes were taken from (`reshape`)
         self.shaped = False  # shapes are kept only once a decision asked for them (`reshape`)
+        self.seen: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last synced to
+        self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
 
     def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
-        """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order."""
+        """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order (the line's own
+        list, kept across decisions: read it, never change it)."""
         key_of = self.key_of
-        now = set(pending)
-        gone = key_of.keys() - now
-        new = now - key_of.keys()
+        if isinstance(pending, PendingIds) and self.seen == (pending.origin, pending.version - 1):
+            gone = key_of.keys() & pending.left  # what changed since the ids synced to last
+            new: set[str] | frozenset[str] = pending.joined - key_of.keys()
+        else:
+            now = set(pending)
+            gone = key_of.keys() - now
+            new = now - key_of.keys()
+        self.seen = (pending.origin, pending.version) if isinstance(pending, PendingIds) else None
         if gone:
             dropped = set(map(key_of.pop, gone))
             k = len(dropped)
             if dropped == set(self.keys[:k]):  # the front of the line left (strict order places a prefix)
                 del self.keys[:k]
+                del self.ids[:k]
             else:
                 self.keys = list(filterfalse(dropped.__contains__, self.keys))
+                self.ids = list(map(_ID, self.keys))
             self.bad -= gone
             if self.shaped:
                 self._drop_shapes(gone, dropped)
@@ -87,13 +99,16 @@ class PendingLine:
             keys = self.keys
             if not keys or added[0] >= keys[-1]:
                 keys.extend(added)  # arrivals join the back of the line (the common case)
-            elif len(added) <= 8:
-                for key in added:
-                    bisect.insort(keys, key)
+                self.ids.extend(map(_ID, added))
             else:
-                keys.extend(added)
-                keys.sort()
-        return list(map(_ID, self.keys))
+                if len(added) <= 8:
+                    for key in added:
+                        bisect.insort(keys, key)
+                else:
+                    keys.extend(added)
+                    keys.sort()
+                self.ids = list(map(_ID, keys))
+        return self.ids
 
     def reshape(self, snap: Snapshot, ids: list[str]) -> None:
         """Shapes again if a pending job's spec changed since it joined (C-level check; `Controller.update`)."""
@@ -171,3 +186,39 @@ class PendingDemand:
             total = total + need[jid][1]
         self.seen, self.total = now, total
         return total
+
+
+class QueueHeld:
+    """What the active jobs hold per queue, kept across decisions (drf's shares at a decision's start).
+
+    Per decision: C-level passes over the held allocations, and Python arithmetic
+    only for the jobs whose allocation (or spec) changed.
+    """
+
+    __slots__ = ("by_queue", "seen", "took")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, int]] = {}  # job id -> id() of the allocation and spec it was taken from
+        self.took: dict[str, tuple[Allocation, JobSpec, Resources]] = {}  # (both kept, so their id()s stay unique)
+        self.by_queue: dict[str, Resources] = {}
+
+    def of(self, snap: Snapshot, allocations: Mapping[str, Allocation]) -> dict[str, Resources]:
+        """Queue -> the sum of `alloc.resources(spec)` over `allocations` (integers: any order sums alike)."""
+        jobs = snap.jobs
+        specs = list(map(_SPEC, map(jobs.__getitem__, allocations)))
+        now = dict(zip(allocations, zip(map(id, allocations.values()), map(id, specs), strict=True), strict=True))
+        if now != self.seen:
+            by_queue, took = self.by_queue, self.took
+            for jid in self.seen.keys() - now.keys():
+                _, spec, res = took.pop(jid)
+                by_queue[spec.queue] = by_queue[spec.queue] - res
+            for jid, _ in now.items() - self.seen.items():  # new, or its allocation or spec changed
+                if jid in took:
+                    _, spec, res = took[jid]
+                    by_queue[spec.queue] = by_queue[spec.queue] - res
+                alloc, spec = allocations[jid], jobs[jid].spec
+                res = alloc.resources(spec)
+                took[jid] = (alloc, spec, res)
+                by_queue[spec.queue] = by_queue.get(spec.queue, Resources()) + res
+            self.seen = now
+        return dict(self.by_queue)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
@@ -54,6 +54,23 @@ class JobView:
     @property
     def gpus(self) -> int:
         return self.allocation.gpus(self.spec)
+
+
+class PendingIds(tuple[str, ...]):
+    """`Snapshot.pending_ids` as the controller hands them: with the ids that joined or left since its
+    previous snapshot, so an index a policy keeps of the previous ids (`pending.PendingLine`) can follow
+    what changed instead of comparing every id."""
+
+    origin: object  # whose snapshots these are (the versions count per origin)
+    version: int  # this snapshot's number
+    joined: frozenset[str]  # pending now, not (or maybe not) in snapshot `version - 1`
+    left: frozenset[str]  # not pending now, pending (or maybe not) in snapshot `version - 1`
+
+    def __new__(cls, ids: Iterable[str], origin: object, version: int, joined: frozenset[str],
+                left: frozenset[str]) -> PendingIds:
+        self = super().__new__(cls, ids)
+        self.origin, self.version, self.joined, self.left = origin, version, joined, left
+        return self
 
 
 @dataclass(frozen=True)

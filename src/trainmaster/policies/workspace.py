@@ -19,6 +19,8 @@ import bisect
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import compress, repeat
+from operator import is_not
 from types import MappingProxyType
 from typing import TypeVar, cast
 
@@ -288,13 +290,12 @@ class Workspace:
             wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
         self.waits[job_id] = wait[1]
 
-    def block_all_behind(self, job_ids: list[str], head_id: str) -> None:
+    def block_all_behind(self, job_ids: Iterable[str], head_id: str) -> None:
         """`block_behind` for many jobs at once (a C-level update: the line behind a head can be long)."""
-        if not job_ids:
-            return
-        self.block_behind(job_ids[0], head_id)
-        assert self._behind is not None
-        self.waits.update(dict.fromkeys(job_ids, self._behind[1]))
+        wait = self._behind
+        if wait is None or wait[0] != head_id:
+            wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
+        self.waits.update(dict.fromkeys(job_ids, wait[1]))
 
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
@@ -603,7 +604,19 @@ class Workspace:
         for jid in (waits.keys() & allocations.keys()) | (waits.keys() & self.rejected.keys()):
             del waits[jid]
         shared = waits.values()
-        texts = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
-        reasons.update(zip(waits, map(texts.__getitem__, map(id, shared)), strict=True))
+        bulk = self._behind[1] if self._behind is not None else None
+        if bulk is not None and len(waits) > 64:
+            # Most waits are the jobs behind one head: every reason that text, then the others' own.
+            texts = dict.fromkeys(waits, render(bulk))
+            own = dict(compress(waits.items(), map(is_not, shared, repeat(bulk))))
+            rendered = {id(wait): render(wait) for wait in own.values()}
+            texts.update(zip(own, map(rendered.__getitem__, map(id, own.values())), strict=True))
+            if reasons:
+                reasons.update(texts)
+            else:
+                reasons = texts
+        else:
+            by_id = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
+            reasons.update(zip(waits, map(by_id.__getitem__, map(id, shared)), strict=True))
         return Plan(allocations=allocations, reasons=reasons, waits=waits, rejected=dict(self.rejected),
                     eta=dict(self.eta))
