@@ -43,7 +43,7 @@ def test_noise_scale_smooths_and_ignores_bad_reports() -> None:
     assert ns.phi is None
     assert not ns.observe(None, 1.0) and not ns.observe(-1.0, 1.0) and not ns.observe(1.0, math.nan)
     assert ns.observe(2.0, 4.0) and ns.phi == pytest.approx(64.0)
-    assert ns.observe(4.0, 4.0) and (ns.sqr, ns.var) == (pytest.approx(3.0), pytest.approx(4.0))
+    assert ns.observe(8.0, 4.0) and (ns.sqr, ns.var) == (pytest.approx(4.0), pytest.approx(4.0))  # geometric
 
 
 def test_batch_candidates_are_even_splits_within_bounds() -> None:

@@ -6,6 +6,7 @@ from itertools import count
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
+from trainmaster.core.states import JobState
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
 
@@ -31,6 +32,9 @@ def _changed(snap: Snapshot, plan: Plan) -> list[JobView]:
 
 def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
     """Actions that turn the snapshot into the plan: stops, then shrinks, then grows, then starts.
+
+    `plan.rebatch` adds a resize to the same allocation with a new batch for
+    each running job the policy moves to another batch where it stands.
 
     Restart penalty: a resize that only adds tasks to a job (re)started less
     than `damping` seconds ago is skipped; skipping it only leaves capacity
@@ -65,4 +69,9 @@ def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
             shrinks.append(Action(ActionKind.RESIZE, job.id, job.spec, want,
                                   reason or f"resize {have.describe()} -> {want.describe()}",
                                   batch=plan.batch.get(job.id)))
+    for jid, batch in plan.rebatch.items():  # a batch change in place: same allocation, new batch
+        job = snap.jobs.get(jid)
+        want = plan.allocations.get(jid)
+        if job is not None and job.state is JobState.RUNNING and want and want == job.allocation:
+            grows.append(Action(ActionKind.RESIZE, jid, job.spec, want, f"batch -> {batch}", batch=batch))
     return stops + shrinks + grows + starts

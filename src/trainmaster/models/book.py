@@ -237,8 +237,14 @@ class ModelBook:
         phi = learner.noise.phi if learner.noise is not None else None
         if phi is not None and speed is not None and basis == "own fit" and spec.adaptive_batch is not None:
             # Only a fitted law knows how speed moves with the batch; a prior would always pick the largest.
-            goodput = GoodputSpeed(speed, spec.adaptive_batch, phi)
-            speed, basis = goodput, "own fit, goodput"
+            local: dict[bool, list[float]] = {}
+            for r in learner.rows:
+                local.setdefault(r.nodes > 1, []).append(r.batch / max(r.workers, 1))
+            ranges = tuple((multi, min(v), max(v)) for multi, v in sorted(local.items()))
+            goodput = GoodputSpeed(speed, spec.adaptive_batch, phi, ranges)
+            import os
+            if os.environ.get("TM_EXP") not in ("nogoodsize", "both"):
+                speed, basis = goodput, "own fit, goodput"
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner), goodput=goodput)

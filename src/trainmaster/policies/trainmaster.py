@@ -42,7 +42,8 @@ from trainmaster.policies.backfill import backfill as backfill_hook
 from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
-from trainmaster.policies.goodput import choose_batches
+from trainmaster.core.states import JobState
+from trainmaster.policies.goodput import choose_batches, switch_gain
 from trainmaster.policies.las import LasOrder, las_preempt
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
@@ -54,6 +55,7 @@ from trainmaster.policies.workspace import Workspace
 Backfill = Literal["none", "greedy", "reserve"]
 TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias' tick)
 RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
+REBATCH_GAIN = 1.05  # a running job switches batch in place when the new one promises this much more goodput
 
 
 class GainSizing:
@@ -104,12 +106,13 @@ class AdaptiveCycle(Cycle):
 
     tick: float = TICK
     resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
+    issued: dict[str, int]  # job id -> the batch its last start, resize or switch carried
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
         batches = choose_batches(snap, plan)
         if batches:
-            plan = replace(plan, batch=batches)
+            plan = replace(plan, batch=batches, rebatch=self._switches(snap, plan, batches))
         wake = math.inf
         if isinstance(self.order, LasOrder):
             wait = self.order.ranks.next_change(snap, plan)
@@ -117,6 +120,22 @@ class AdaptiveCycle(Cycle):
         if self.resize_tick is not None and any(j.spec.elastic for j in snap.jobs.values()):
             wake = min(wake, self.resize_tick)  # models learn between events: revisit elastic sizes
         return replace(plan, wake_after=None if math.isinf(wake) else wake)
+
+    def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
+        """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""
+        if not hasattr(self, "issued") or len(self.issued) > 2 * len(snap.jobs) + 64:
+            self.issued = {jid: b for jid, b in getattr(self, "issued", {}).items() if jid in snap.jobs}
+        out: dict[str, int] = {}
+        for jid, batch in batches.items():
+            job = snap.jobs[jid]
+            alloc = plan.allocations[jid]
+            old = self.issued.get(jid)
+            if job.state is JobState.RUNNING and alloc == job.allocation and old is not None:
+                if batch != old and switch_gain(snap, jid, alloc, old, batch) >= REBATCH_GAIN:
+                    out[jid] = self.issued[jid] = batch
+            elif alloc != job.allocation or old is None:
+                self.issued[jid] = batch
+        return out
 
 
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
