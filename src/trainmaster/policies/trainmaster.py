@@ -44,7 +44,7 @@ from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_p
 from trainmaster.policies.fairshare import fair_place
 from trainmaster.core.states import JobState
 from trainmaster.policies.goodput import choose_batches, switch_gain
-from trainmaster.policies.las import LasOrder, las_preempt
+from trainmaster.policies.las import LasOrder, RemainingOrder, las_preempt
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
@@ -141,7 +141,8 @@ class AdaptiveCycle(Cycle):
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
           min_runtime: float = MIN_RUNTIME, load_line: float = LOAD_LINE, interval: float | None = 300.0,
           use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True,
-          las: bool = False, gain: bool = False, fill: bool = True, adaptive: bool = False) -> Cycle:
+          las: bool = False, gain: bool = False, fill: bool = True, adaptive: bool = False,
+          srtf: bool = False) -> Cycle:
     """A queue-aware cycle.
 
     `backfill`: "none" (strict order: a blocked head job blocks everyone after
@@ -168,7 +169,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
         after.append(sizing.grow)
     if elastic and fill:
         after.append(grow_into_idle(load_line, use_models=use_models))
-    order: OrderHook = LasOrder() if las else by_priority
+    order: OrderHook = (RemainingOrder() if srtf else LasOrder()) if las else by_priority
     return (AdaptiveCycle if adaptive else Cycle)(
         name=name,
         order=order,
@@ -181,7 +182,8 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
 
 
 def make() -> Cycle:
-    cycle = build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True)
+    cycle = build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True,
+                  srtf=True)
     assert isinstance(cycle, AdaptiveCycle)
     cycle.resize_tick = RESIZE_TICK
     return cycle
