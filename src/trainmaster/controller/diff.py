@@ -70,8 +70,8 @@ def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
                                   reason or f"resize {have.describe()} -> {want.describe()}",
                                   batch=plan.batch.get(job.id)))
     for jid, batch in plan.rebatch.items():  # a batch change in place: same allocation, new batch
-        job = snap.jobs.get(jid)
-        want = plan.allocations.get(jid)
-        if job is not None and job.state is JobState.RUNNING and want and want == job.allocation:
-            grows.append(Action(ActionKind.RESIZE, jid, job.spec, want, f"batch -> {batch}", batch=batch))
+        view = snap.jobs.get(jid)
+        kept = plan.allocations.get(jid)
+        if view is not None and view.state is JobState.RUNNING and kept and kept == view.allocation:
+            grows.append(Action(ActionKind.RESIZE, jid, view.spec, kept, f"batch -> {batch}", batch=batch))
     return stops + shrinks + grows + starts

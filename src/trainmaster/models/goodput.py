@@ -111,8 +111,8 @@ def batch_candidates(bounds: BatchRange, workers: int, local: tuple[float, float
     if hi == lo:
         return [lo * w]
     ratio = (hi / lo) ** (1.0 / (CANDIDATES - 1))
-    local = {lo, hi, *(round(lo * ratio**i) for i in range(CANDIDATES))}
-    return sorted(m * w for m in local if lo <= m <= hi)
+    sizes = {lo, hi, *(round(lo * ratio**i) for i in range(CANDIDATES))}
+    return sorted(m * w for m in sizes if lo <= m <= hi)
 
 
 @dataclass(frozen=True)

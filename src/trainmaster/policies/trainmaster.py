@@ -38,11 +38,11 @@ from dataclasses import replace
 from typing import Literal
 
 from trainmaster.core.job import JobKind
+from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import backfill as backfill_hook
 from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
-from trainmaster.core.states import JobState
 from trainmaster.policies.goodput import choose_batches, switch_gain
 from trainmaster.policies.las import LasOrder, RemainingOrder, las_preempt
 from trainmaster.policies.optimus import Optimus
