@@ -5,7 +5,11 @@ Workload sets: Pollux's `workloads*/workload-N.csv` (`workloads` is load 1.0,
 Philly-derived workloads of the same format sampled afresh with seed N
 (`workloads/philly_pollux.py`), all on 16 nodes x 4 GPUs. Settings: `fixed`
 (each job at the size it asked for) and `elastic` (1 to 2x that size; presets
-that never resize run elastic jobs at 1 GPU). Each preset runs with its own
+that never resize run elastic jobs at 1 GPU). In the `pollux` fidelity elastic jobs also
+opt into batch-size adaptation as Pollux's jobs do (`spec.adaptiveBatch`: the
+smallest to the largest validated batch, learning rate tuned at the submitted
+one): a preset that picks batches (trainmaster) trains them at its choice, the
+others at the submitted batch, as before. Each preset runs with its own
 settings (`cli.simulate.config_for`: optimus and trainmaster learn from reports
 every 300 s), in the chosen fidelity mode (default `pollux`: what Pollux's
 simulator models, so the published anchors compare).

@@ -78,7 +78,8 @@ def test_the_model_book_turns_an_adaptive_job_own_fit_into_goodput() -> None:
         book.observe("a", spec, Report(float(i), "a", 10 * (i + 1), loss=1.0, steps_per_s=speed, allocation=alloc,
                                        batch=batch, grad_sqr=1.0, grad_var=50.0))
     model = book.model("a", spec)
-    assert model.goodput is not None and model.basis == "own fit, goodput"
+    assert model.goodput is not None and model.basis == "own fit"  # sizing keeps the plain speed law
+    assert model.speed is not model.goodput
     assert model.best_batch(4) == model.goodput.best(Config(4, 0, 1, 32.0))[0]
     plain = book.model("b", simple_job("b", 1, max_gpus=4))
     assert plain.goodput is None and plain.best_batch(4) is None

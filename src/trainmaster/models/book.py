@@ -70,7 +70,7 @@ class JobModel:
     curve: LossCurve | None = None
     # relative speed per GPU type (learned from reports on 2+ types; empty: no evidence, use a prior)
     type_speed: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    goodput: GoodputSpeed | None = None  # adaptive-batch jobs with a noise scale and their own speed fit
+    goodput: GoodputSpeed | None = None  # adaptive-batch jobs with a noise scale and a fitted speed law (batch choice)
 
     def best_batch(self, workers: int, ps: int = 0, nodes: int = 1) -> int | None:
         """The global batch with the most goodput on this configuration; None unless the job adapts it."""
@@ -245,7 +245,6 @@ class ModelBook:
                 local.setdefault(r.nodes > 1, []).append(r.batch / max(r.workers, 1))
             ranges = tuple((multi, min(v), max(v)) for multi, v in sorted(local.items()))
             goodput = GoodputSpeed(speed, spec.adaptive_batch, phi, ranges)
-            speed, basis = goodput, f"{basis}, goodput"
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner), goodput=goodput)

@@ -13,8 +13,8 @@ all-reduce form has the local batch `M/K` as a feature) x `gain(M)`: steps at
 `NoiseScale` smooths the `grad_sqr`/`grad_var` jobs report (an exponential
 moving average of each in log space, since single estimates are noisy);
 `GoodputSpeed` is a `SpeedPredictor` in `M0`-steps per second at the best
-batch for each configuration, so every rule that reads a speed model (Optimus'
-marginal gain, reservations, ETAs) sizes adaptive jobs by goodput unchanged.
+batch for each configuration; it picks batches (`JobModel.best_batch`), while
+sizing keeps the plain speed model (`policies/goodput.py` says why).
 """
 
 from __future__ import annotations

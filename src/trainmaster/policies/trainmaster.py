@@ -4,8 +4,10 @@
 (the tests of queues, fair share, preemption and backfill pin its defaults;
 `edl` is one such combination). The `trainmaster` preset (`make`) turns on:
 
-- order: services, then priority, then Tiresias' two attained-service queues
-  (`las.LasOrder`), fair share across queues while placing;
+- order: services, then priority, then the shortest remaining time its
+  learned models predict (`las.RemainingOrder`: remaining steps over fitted
+  speed; a job not yet measured goes first, in Tiresias' attained-service
+  order), fair share across queues while placing;
 - preemption: the queue rules (services, priority within a queue, reclaim of
   borrowed quota, `min_runtime`), then LAS within one queue and priority
   (`las.las_preempt`): time sharing when jobs cannot be resized;
@@ -14,7 +16,9 @@
   where it fits; models fitted online from reports (`uses_models`);
 - reservation and backfill for the blocked head job;
 - batch size: adaptive jobs run at the batch with the most goodput
-  (`policies/goodput.py`); their model's speed is goodput, so GPUs follow it.
+  (`policies/goodput.py`), switched in place (`Plan.rebatch`) when a better
+  one promises `REBATCH_GAIN` more; their model's speed is goodput, so GPUs
+  follow it.
 - decisions on events, at the next LAS demotion, and every 60 s while elastic
   jobs are live (their models learn between events).
 
@@ -29,6 +33,17 @@ the 0.97 load line and shrank the *most fulfilled* job for newcomers, never the
 one that gains least, so GPUs stayed where they first landed instead of moving
 to the jobs whose completion rate gains most (Optimus' rule). The 300 s
 interval and the 600 s `min_runtime` mattered little (under 3% each).
+
+Why LAS + gain sizing was still behind (issue 11, second pass): at fixed size
+Tiresias' LAS only guesses that a job with little service is short, while a
+job's target steps over its measured speed says how long it has left, so
+ordering by that (SRTF on learned models, no oracle) cut mean JCT at load 1 by
+a fifth. Elastic, the simulator did not model the batch, so goodput's choice
+did nothing; modelled (`workloads/pollux_peer.PeerTruth.at_batch`), a batch
+fixed at each start was worth little, because the noise scale grows ~100x as a
+job trains: the gain comes from switching in place as it grows, as Pollux's
+jobs do. The model only learns that if its noise average follows (log-space
+averages) and its batch choice stays where its speed law was measured.
 """
 
 from __future__ import annotations
