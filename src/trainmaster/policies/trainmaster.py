@@ -121,7 +121,6 @@ class AdaptiveCycle(Cycle):
 
     tick: float = TICK
     resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
-    issued: dict[str, int]  # job id -> the batch its last start, resize or switch carried
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
@@ -138,18 +137,20 @@ class AdaptiveCycle(Cycle):
 
     def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
         """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""
-        if not hasattr(self, "issued") or len(self.issued) > 2 * len(snap.jobs) + 64:
-            self.issued = {jid: b for jid, b in getattr(self, "issued", {}).items() if jid in snap.jobs}
+        issued: dict[str, int] = self.__dict__.setdefault("issued", {})  # job -> the batch last sent to it
+        if len(issued) > 2 * len(snap.jobs) + 64:  # forget finished jobs now and then
+            for jid in issued.keys() - snap.jobs.keys():
+                del issued[jid]
         out: dict[str, int] = {}
         for jid, batch in batches.items():
             job = snap.jobs[jid]
             alloc = plan.allocations[jid]
-            old = self.issued.get(jid)
+            old = issued.get(jid)
             if job.state is JobState.RUNNING and alloc == job.allocation and old is not None:
                 if batch != old and switch_gain(snap, jid, alloc, old, batch) >= REBATCH_GAIN:
-                    out[jid] = self.issued[jid] = batch
+                    out[jid] = issued[jid] = batch
             elif alloc != job.allocation or old is None:
-                self.issued[jid] = batch
+                issued[jid] = batch
         return out
 
 

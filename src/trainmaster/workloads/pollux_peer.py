@@ -40,6 +40,9 @@ seconds (at most half a second per epoch); and the engine runs one speed per
 allocation, so the gain of a trained batch that differs from `B` is applied as
 its ratio over the whole job (`equivalent_steps(B) / equivalent_steps(b)`),
 exact for a job that keeps one replica count, as every fixed-size job does.
+A job trained at a batch the scheduler chose (`PeerTruth.at_batch`, batch-size
+adaptation) is exact per epoch instead: the engine re-reads its rate at each
+epoch's end.
 """
 
 from __future__ import annotations
