@@ -118,8 +118,8 @@ def only_with_services(shrink: SizeHook) -> SizeHook:
     Under `GainSizing` the targets already leave room for every pending job's
     minimum, and the load line's headroom is for services; with none of them,
     `shrink_for_pending` only shrinks jobs the greedy means to keep (a second
-    set of victims: extra restarts). Pollux workloads 1-4, elastic, load 1:
-    mean JCT -1.5%, resizes -6% (BENCHMARKS.md, third pass).
+    set of victims: extra restarts). Pollux workloads 1-8, elastic: mean JCT
+    -2.5% / -1.0% / -0.7% at loads 0.5 / 1 / 2 (BENCHMARKS.md, third pass).
     """
 
     def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
