@@ -13,7 +13,9 @@
   (`las.las_preempt`): time sharing when jobs cannot be resized;
 - sizing: Optimus' marginal-gain greedy over every admitted job
   (`GainSizing`), running jobs shrunk to their target at once and grown to it
-  where it fits; models fitted online from reports (`uses_models`);
+  where it fits; models fitted online from reports (`uses_models`); the
+  base hook's shrinking for pending jobs and services' headroom only while a
+  service is live (`only_with_services`: the targets already leave room);
 - reservation and backfill for the blocked head job;
 - batch size: adaptive jobs run at the batch with the most goodput
   (`policies/goodput.py`), switched in place (`Plan.rebatch`) when a better
