@@ -4,8 +4,15 @@ Workload sets: Pollux's `workloads*/workload-N.csv` (`workloads` is load 1.0,
 `workloads-0.5`, `-1.5`, `-2.0` the other loads; ../shared/README.md) and
 Philly-derived workloads of the same format sampled afresh with seed N
 (`workloads/philly_pollux.py`), all on 16 nodes x 4 GPUs. Settings: `fixed`
-(each job at the size it asked for) and `elastic` (1 to 2x that size; presets
-that never resize run elastic jobs at 1 GPU). Each preset runs with its own
+(each job at the size it asked for), `elastic` (1 to 2x that size; presets
+that never resize run elastic jobs at 1 GPU) and `elastic-free` (1 to as many
+replicas as Pollux's simulator lets Pollux give a job: 64, ncf 1,
+`workloads.pollux.peer_max_replicas`; the freedom behind Pollux's published
+figures, so the fair comparison with them). In the `pollux` fidelity elastic jobs also
+opt into batch-size adaptation as Pollux's jobs do (`spec.adaptiveBatch`: the
+smallest to the largest validated batch, learning rate tuned at the submitted
+one): a preset that picks batches (trainmaster) trains them at its choice, the
+others at the submitted batch, as before. Each preset runs with its own
 settings (`cli.simulate.config_for`: optimus and trainmaster learn from reports
 every 300 s), in the chosen fidelity mode (default `pollux`: what Pollux's
 simulator models, so the published anchors compare).
@@ -50,14 +57,15 @@ from trainmaster.workloads.pollux import load_pollux
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pollux"
 OUT = Path(__file__).resolve().parent / "results" / "presets.md"
 CLUSTER = "16x4"
-SETTINGS = {"fixed": 1.0, "elastic": 2.0}
+# max_factor per setting; elastic-free: 1 to as many replicas as Pollux's simulator allows (64, ncf 1)
+SETTINGS = {"fixed": 1.0, "elastic": 2.0, "elastic-free": math.inf}
 PHILLY = "philly"
 QUEUES = {name: QueueSpec(name) for name in ("q0", "q1")}
 # Published means of the 8 workloads' average JCTs in Pollux's simulator (OSDI'21), seconds, by load.
 PUBLISHED = {  # (name, setting): {load: seconds}; Tiresias ran jobs at their submitted size
-    ("Pollux", "elastic"): {0.5: 1534.0, 1.0: 2751.0, 2.0: 5289.0},
+    ("Pollux", "elastic-free"): {0.5: 1534.0, 1.0: 2751.0, 2.0: 5289.0},
     ("Tiresias", "fixed"): {0.5: 2092.0, 1.0: 4038.0, 2.0: 10040.0},
-    ("Optimus+Oracle", "elastic"): {0.5: 2395.0, 1.0: 5682.0, 2.0: 9721.0},
+    ("Optimus+Oracle", "elastic-free"): {0.5: 2395.0, 1.0: 5682.0, 2.0: 9721.0},
 }
 
 
@@ -244,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="workload numbers (and Philly-derived seeds), e.g. 1,2 or 1-8")
     parser.add_argument("--philly", action=argparse.BooleanOptionalAction, default=True,
                         help="also the Philly-derived set (default: yes)")
-    parser.add_argument("--settings", default="fixed,elastic", help="fixed, elastic or both")
+    parser.add_argument("--settings", default="fixed,elastic", help="comma-separated: fixed, elastic, elastic-free")
     parser.add_argument("--fidelity", choices=sorted(FIDELITY), default="pollux")
     parser.add_argument("--fairness", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the two-queue variant for Jain's index (default: yes)")
@@ -258,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         make_policy(name)
     args.settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     if not set(args.settings) <= set(SETTINGS) or args.jobs < 1:
-        sys.exit("--settings takes fixed and/or elastic; --jobs at least 1")
+        sys.exit(f"--settings takes {', '.join(SETTINGS)}; --jobs at least 1")
     args.workloads = _range(args.workloads)
     todo = list(tasks(args))
     command = ("python -m bench.presets " + " ".join(sys.argv[1:] if argv is None else argv)).strip()

@@ -43,7 +43,7 @@ def test_noise_scale_smooths_and_ignores_bad_reports() -> None:
     assert ns.phi is None
     assert not ns.observe(None, 1.0) and not ns.observe(-1.0, 1.0) and not ns.observe(1.0, math.nan)
     assert ns.observe(2.0, 4.0) and ns.phi == pytest.approx(64.0)
-    assert ns.observe(4.0, 4.0) and (ns.sqr, ns.var) == (pytest.approx(3.0), pytest.approx(4.0))
+    assert ns.observe(8.0, 4.0) and (ns.sqr, ns.var) == (pytest.approx(4.0), pytest.approx(4.0))  # geometric
 
 
 def test_batch_candidates_are_even_splits_within_bounds() -> None:
@@ -78,7 +78,8 @@ def test_the_model_book_turns_an_adaptive_job_own_fit_into_goodput() -> None:
         book.observe("a", spec, Report(float(i), "a", 10 * (i + 1), loss=1.0, steps_per_s=speed, allocation=alloc,
                                        batch=batch, grad_sqr=1.0, grad_var=50.0))
     model = book.model("a", spec)
-    assert model.goodput is not None and model.basis == "own fit, goodput"
+    assert model.goodput is not None and model.basis == "own fit"  # sizing keeps the plain speed law
+    assert model.speed is not model.goodput
     assert model.best_batch(4) == model.goodput.best(Config(4, 0, 1, 32.0))[0]
     plain = book.model("b", simple_job("b", 1, max_gpus=4))
     assert plain.goodput is None and plain.best_batch(4) is None

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainmaster.core.errors import SpecError
+from trainmaster.core.job import Role
 from trainmaster.workloads.philly_pollux import CONFIGS, philly_pollux, philly_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
@@ -89,3 +90,14 @@ def test_jain_index() -> None:
     assert presets.jain([2.0, 2.0]) == 1.0
     assert presets.jain([1.0, 0.0]) == 0.5
     assert presets.jain([1.0, 3.0]) == pytest.approx(16 / 20)
+
+
+def test_elastic_free_setting_gives_pollux_freedom(shared_data: Path) -> None:
+    """`elastic-free`: 1 to 64 replicas (ncf 1) and batch adaptation, as Pollux's own jobs had."""
+    wl = presets.workload(0.5, 1, presets.SETTINGS["elastic-free"], False, "pollux")
+    workers = {(j.spec.job_type, j.spec.roles[Role.WORKER].max) for j in wl.jobs}
+    assert {hi for app, hi in workers if app == "ncf"} == {1}
+    assert {hi for app, hi in workers if app != "ncf"} == {64}
+    assert all(j.spec.min_gpus == 1 and j.spec.adaptive_batch is not None for j in wl.jobs)
+    fixed = presets.workload(0.5, 1, presets.SETTINGS["fixed"], False, "pollux")
+    assert all(j.spec.adaptive_batch is None and j.spec.min_gpus == j.spec.roles[Role.WORKER].max for j in fixed.jobs)

@@ -17,11 +17,13 @@ from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import Role, simple_job
 from trainmaster.workloads.pollux import (
+    PEER_MAX_REPLICAS,
     PolluxTruth,
     canonical_placement,
     load_pollux,
     load_profile,
     node_order,
+    peer_max_replicas,
 )
 
 
@@ -72,6 +74,17 @@ def test_elastic_range_and_oracle_estimate(pollux: Path) -> None:
     assert job.spec.estimate == pytest.approx(job.truth.total_steps / speed)
     with pytest.raises(SpecError, match="max_factor"):
         load_pollux(pollux / "workloads" / "workload-1.csv", pollux / "profiles", max_factor=0.5)
+
+
+def test_free_elastic_range_is_what_pollux_allows(pollux: Path) -> None:
+    """max_factor=inf: 1 to the peer simulator's cap (64 replicas, max batch // min local batch; ncf 1)."""
+    assert peer_max_replicas(load_profile(pollux / "profiles" / "ncf")) == 1
+    bert = load_profile(pollux / "profiles" / "bert")  # 384 // 4 = 96, capped at 64
+    assert peer_max_replicas(bert) == PEER_MAX_REPLICAS == 64
+    wl = load_pollux(pollux / "workloads" / "workload-1.csv", pollux / "profiles", max_factor=math.inf)
+    ranges = {(j.spec.job_type, j.spec.roles[Role.WORKER].min, j.spec.roles[Role.WORKER].max) for j in wl.jobs}
+    assert ("ncf", 1, 1) in ranges and ("cifar10", 1, 64) in ranges
+    assert all(lo == 1 for _, lo, _ in ranges) and {hi for _, _, hi in ranges} == {1, 64}
 
 
 def test_exact_placement_step_time(pollux: Path) -> None:

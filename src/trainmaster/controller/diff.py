@@ -7,6 +7,7 @@ from operator import is_not
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
+from trainmaster.core.states import JobState
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
 
@@ -33,6 +34,9 @@ def _changed(snap: Snapshot, plan: Plan) -> list[JobView]:
 
 def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
     """Actions that turn the snapshot into the plan: stops, then shrinks, then grows, then starts.
+
+    `plan.rebatch` adds a resize to the same allocation with a new batch for
+    each running job the policy moves to another batch where it stands.
 
     Restart penalty: a resize that only adds tasks to a job (re)started less
     than `damping` seconds ago is skipped; skipping it only leaves capacity
@@ -67,4 +71,9 @@ def diff(snap: Snapshot, plan: Plan, *, damping: float = 0.0) -> list[Action]:
             shrinks.append(Action(ActionKind.RESIZE, job.id, job.spec, want,
                                   reason or f"resize {have.describe()} -> {want.describe()}",
                                   batch=plan.batch.get(job.id)))
+    for jid, batch in plan.rebatch.items():  # a batch change in place: same allocation, new batch
+        view = snap.jobs.get(jid)
+        kept = plan.allocations.get(jid)
+        if view is not None and view.state is JobState.RUNNING and kept and kept == view.allocation:
+            grows.append(Action(ActionKind.RESIZE, jid, view.spec, kept, f"batch -> {batch}", batch=batch))
     return stops + shrinks + grows + starts

@@ -45,6 +45,7 @@ from trainmaster.models.speed import (
 )
 
 MAX_LOSS_POINTS = 400  # older points are thinned beyond this
+GOODPUT_BASES = ("own fit", "type prior")  # speed laws fitted with the batch as a feature: goodput may use them
 
 
 def config_of(alloc: Allocation, batch: float) -> Config:
@@ -69,7 +70,7 @@ class JobModel:
     curve: LossCurve | None = None
     # relative speed per GPU type (learned from reports on 2+ types; empty: no evidence, use a prior)
     type_speed: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    goodput: GoodputSpeed | None = None  # adaptive-batch jobs with a noise scale and their own speed fit
+    goodput: GoodputSpeed | None = None  # adaptive-batch jobs with a noise scale and a fitted speed law (batch choice)
 
     def best_batch(self, workers: int, ps: int = 0, nodes: int = 1) -> int | None:
         """The global batch with the most goodput on this configuration; None unless the job adapts it."""
@@ -235,10 +236,15 @@ class ModelBook:
         left = remaining_steps(spec.target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
         goodput = None
         phi = learner.noise.phi if learner.noise is not None else None
-        if phi is not None and speed is not None and basis == "own fit" and spec.adaptive_batch is not None:
-            # Only a fitted law knows how speed moves with the batch; a prior would always pick the largest.
-            goodput = GoodputSpeed(speed, spec.adaptive_batch, phi)
-            speed, basis = goodput, "own fit, goodput"
+        if phi is not None and speed is not None and basis in GOODPUT_BASES and spec.adaptive_batch is not None \
+                and learner.rows:
+            # Only a fitted law knows how speed moves with the batch (linear scaling would pick the largest);
+            # its type's fit (siblings ran at other batches) serves until the job's own, near its own points.
+            local: dict[bool, list[float]] = {}
+            for r in learner.rows:
+                local.setdefault(r.nodes > 1, []).append(r.batch / max(r.workers, 1))
+            ranges = tuple((multi, min(v), max(v)) for multi, v in sorted(local.items()))
+            goodput = GoodputSpeed(speed, spec.adaptive_batch, phi, ranges)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner), goodput=goodput)

@@ -11,22 +11,23 @@ all-reduce form has the local batch `M/K` as a feature) x `gain(M)`: steps at
 `M0` per second. Remaining work of an adaptive job is counted in those steps.
 
 `NoiseScale` smooths the `grad_sqr`/`grad_var` jobs report (an exponential
-moving average of each, as Pollux does, since single estimates are noisy);
+moving average of each in log space, since single estimates are noisy);
 `GoodputSpeed` is a `SpeedPredictor` in `M0`-steps per second at the best
-batch for each configuration, so every rule that reads a speed model (Optimus'
-marginal gain, reservations, ETAs) sizes adaptive jobs by goodput unchanged.
+batch for each configuration; it picks batches (`JobModel.best_batch`), while
+sizing keeps the plain speed model (`policies/goodput.py` says why).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainmaster.core.job import BatchRange
 from trainmaster.models.speed import Config, SpeedPredictor
 
-SMOOTHING = 0.2  # weight of the newest report in the moving averages
+SMOOTHING = 0.5  # weight of the newest report in the (log-space) moving averages
 CANDIDATES = 24  # batch sizes tried per configuration, geometric between the bounds
+STRETCH = 2.0  # a fitted speed law is trusted this factor beyond the local batches it was measured at
 
 
 def gain(batch: float, base: float, noise: float) -> float:
@@ -49,13 +50,20 @@ def noise_scale(sqr: float, var: float, base: float) -> float:
 
 
 class NoiseScale:
-    """Moving averages of a job's reported `grad_sqr` and `grad_var` (at its base batch)."""
+    """Moving averages of a job's reported `grad_sqr` and `grad_var` (at its base batch).
+
+    Geometric (in log space): both move by orders of magnitude over training
+    (`grad_sqr` falls as the loss does), and an arithmetic average would keep
+    the early, large values for dozens of reports, holding the noise scale far
+    below the truth and batches too small. Reports are already moving averages
+    of the job's own estimates (`train/goodput.py`), so this smooths lightly.
+    """
 
     def __init__(self, base: float, smoothing: float = SMOOTHING) -> None:
         self.base = base
         self.smoothing = smoothing
-        self.sqr: float | None = None
-        self.var: float | None = None
+        self._log_sqr: float | None = None
+        self._log_var: float | None = None
         self.count = 0
 
     def observe(self, sqr: float | None, var: float | None) -> bool:
@@ -63,31 +71,48 @@ class NoiseScale:
         if sqr is None or var is None or not (math.isfinite(sqr) and math.isfinite(var)) or sqr <= 0 or var < 0:
             return False
         a = self.smoothing if self.count else 1.0
-        self.sqr = sqr if self.sqr is None else self.sqr + a * (sqr - self.sqr)
-        self.var = var if self.var is None else self.var + a * (var - self.var)
+        ls, lv = math.log(sqr), math.log(max(var, sqr * 1e-12))  # var 0 (no noise): phi ~ 0
+        self._log_sqr = ls if self._log_sqr is None else self._log_sqr + a * (ls - self._log_sqr)
+        self._log_var = lv if self._log_var is None else self._log_var + a * (lv - self._log_var)
         self.count += 1
         return True
 
     @property
+    def sqr(self) -> float | None:
+        return None if self._log_sqr is None else math.exp(self._log_sqr)
+
+    @property
+    def var(self) -> float | None:
+        return None if self._log_var is None else math.exp(self._log_var)
+
+    @property
     def phi(self) -> float | None:
         """The noise scale in samples, or None before any report."""
-        if self.sqr is None or self.var is None:
+        sqr, var = self.sqr, self.var
+        if sqr is None or var is None:
             return None
-        return noise_scale(self.sqr, self.var, self.base)
+        return noise_scale(sqr, var, self.base)
 
 
-def batch_candidates(bounds: BatchRange, workers: int) -> list[int]:
-    """Global batches to try on `workers` replicas: whole multiples of `workers` within the bounds."""
+def batch_candidates(bounds: BatchRange, workers: int, local: tuple[float, float] | None = None) -> list[int]:
+    """Global batches to try on `workers` replicas: whole multiples of `workers` within the bounds.
+
+    `local`: the smallest and largest local batch the speed law was measured at;
+    candidates stay within `STRETCH` of them (a trust region: a law fitted on a
+    few points extrapolates badly, and each run at a new batch widens it).
+    """
     w = max(workers, 1)
     lo = max(-(-bounds.min // w), 1)  # local batch
     hi = bounds.max // w
+    if local is not None and hi >= lo:
+        lo, hi = min(max(lo, math.ceil(local[0] / STRETCH)), hi), max(min(hi, math.floor(local[1] * STRETCH)), lo)
     if hi < lo:
         return [lo * w]  # the range is narrower than one sample per worker: the smallest even split
     if hi == lo:
         return [lo * w]
     ratio = (hi / lo) ** (1.0 / (CANDIDATES - 1))
-    local = {lo, hi, *(round(lo * ratio**i) for i in range(CANDIDATES))}
-    return sorted(m * w for m in local if lo <= m <= hi)
+    sizes = {lo, hi, *(round(lo * ratio**i) for i in range(CANDIDATES))}
+    return sorted(m * w for m in sizes if lo <= m <= hi)
 
 
 @dataclass(frozen=True)
@@ -97,18 +122,31 @@ class GoodputSpeed(SpeedPredictor):
     speed: SpeedPredictor  # steps/s at any (workers, nodes, batch)
     bounds: BatchRange
     phi: float
+    # (multi-node, smallest, largest local batch) the speed was measured at, per regime (`trusted`)
+    local: tuple[tuple[bool, float, float], ...] = ()
+    _best: dict[Config, tuple[int, float]] = field(default_factory=dict, compare=False, repr=False)
 
     def goodput(self, c: Config, batch: float) -> float:
         return self.speed.steps_per_s(c._replace(batch=float(batch))) * gain(batch, self.bounds.base, self.phi)
 
     def best(self, c: Config) -> tuple[int, float]:
         """(global batch, goodput) that maximizes goodput on `c`; ties to the smaller batch."""
+        found = self._best.get(c)
+        if found is not None:
+            return found
         best = (self.bounds.base, -1.0)
-        for batch in batch_candidates(self.bounds, c.workers):
+        for batch in batch_candidates(self.bounds, c.workers, self.trusted(c)):
             value = self.goodput(c, batch)
             if value > best[1] * (1 + 1e-9):
                 best = (batch, value)
-        return best[0], max(best[1], 0.0)
+        found = self._best[c] = (best[0], max(best[1], 0.0))
+        return found
+
+    def trusted(self, c: Config) -> tuple[float, float] | None:
+        """Local batches measured in `c`'s regime (one node or several: the sync differs), else in any."""
+        same = [(lo, hi) for multi, lo, hi in self.local if multi == (c.nodes > 1)]
+        pool = same or [(lo, hi) for _, lo, hi in self.local]
+        return (min(lo for lo, _ in pool), max(hi for _, hi in pool)) if pool else None
 
     def steps_per_s(self, c: Config) -> float:
         return self.best(c)[1]

@@ -4,13 +4,16 @@ The last phase of the `trainmaster` preset, after the allocations are decided:
 every job that opted in (`spec.adaptiveBatch`) and holds resources in the plan
 gets the batch that maximizes its goodput on that allocation
 (`JobModel.best_batch`: fitted speed x statistical efficiency from its
-gradient noise scale, `models/goodput.py`). Until the job's own speed fit and
-noise scale exist it runs at its base batch. The engine hands the batch to the
-job when it (re)starts (`TM_BATCH_SIZE`); a running job keeps the batch it was
-started with until its allocation changes, as in Pollux, where a new batch
-comes with a re-allocation. GPU counts follow goodput too: the job's model
-predicts its speed in base-batch steps at the best batch (`GoodputSpeed`), so
-the size phase's marginal-gain rule weighs GPUs by goodput gained.
+gradient noise scale, `models/goodput.py`). Until a fitted speed law (its own
+or its type's) and a noise scale exist it runs at its base batch. The engine hands the batch to the
+job when it (re)starts (`TM_BATCH_SIZE`); a running job keeps its batch until
+its allocation changes, or switches in place (`Plan.rebatch`, no restart, as
+Pollux's jobs do) once another batch promises `REBATCH_GAIN` more goodput
+(its noise scale grows as it trains; `trainmaster.AdaptiveCycle`). GPU counts
+follow the plain speed model (steps at the base batch per second), not goodput:
+sizing on goodput at the best batch (`GoodputSpeed.steps_per_s`) made mean JCT
+11% worse at load 0.5 (Pollux workloads 1-4, elastic) and no better at load 1,
+its optimism on allocations the job never ran on drawing GPUs to it.
 """
 
 from __future__ import annotations
@@ -27,10 +30,24 @@ def batch_for(snap: Snapshot, job_id: str, alloc: Allocation) -> int | None:
     if job is None or bounds is None or not alloc:
         return None
     model = snap.models.get(job_id)
-    workers = alloc.count(Role.WORKER)
-    nodes = len({t.node for t in alloc.tasks if t.role is Role.WORKER}) or 1
+    workers, nodes = _workers_nodes(alloc)
     best = model.best_batch(workers, 0, nodes) if model is not None else None
     return bounds.base if best is None else best
+
+
+def _workers_nodes(alloc: Allocation) -> tuple[int, int]:
+    return alloc.count(Role.WORKER), len({t.node for t in alloc.tasks if t.role is Role.WORKER}) or 1
+
+
+def switch_gain(snap: Snapshot, job_id: str, alloc: Allocation, old: int, new: int) -> float:
+    """Predicted goodput at batch `new` over that at `old` on `alloc` (1 when the job has no goodput model)."""
+    model = snap.models.get(job_id)
+    if model is None or model.goodput is None:
+        return 1.0
+    workers, nodes = _workers_nodes(alloc)
+    c = model.config(workers, 0, nodes)
+    before = model.goodput.goodput(c, old)
+    return model.goodput.goodput(c, new) / before if before > 0 else 1.0
 
 
 def choose_batches(snap: Snapshot, plan: Plan) -> dict[str, int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
-from trainmaster.core.job import JobKind
+from trainmaster.core.job import JobKind, Role
 from trainmaster.core.resources import Resources
 from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
 from trainmaster.policies.queues import job_order_key
@@ -41,6 +41,38 @@ class LasOrder:
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         return sorted(self.ranks(snap), key=_class_key)  # stable: LAS order within a class
+
+
+def predicted_remaining(snap: Snapshot, job: JobView) -> float | None:
+    """Seconds the job's fitted models say it has left at its current size (pending: its minimum); None: unknown."""
+    model = snap.models.get(job.id)
+    if model is None or model.remaining is None or model.speed is None:
+        return None
+    alloc = job.allocation
+    if alloc:
+        workers, nodes = alloc.count(Role.WORKER), len({t.node for t in alloc.tasks if t.role is Role.WORKER})
+    else:
+        role = job.spec.roles.get(Role.WORKER)
+        workers, nodes = (role.min if role is not None else 1), 1
+    return model.remaining_time(max(workers, 1), 0, max(nodes, 1))
+
+
+class RemainingOrder(LasOrder):
+    """Order hook: within a class, the shortest predicted remaining time first (SRTF on learned models).
+
+    A job's remaining time is its remaining steps (the target it trains for,
+    less its reported step) over its fitted speed (`predicted_remaining`); a
+    job with no prediction yet (it never reported) keeps its LAS place ahead of
+    the predicted ones, so a newcomer runs, reports and is measured first, as
+    Tiresias' first queue does. Tiresias' ranks are still kept for its wake-ups.
+    """
+
+    def __call__(self, snap: Snapshot) -> list[JobView]:
+        def key(job: JobView) -> tuple[int, int, float]:
+            left = predicted_remaining(snap, job)
+            return (*_class_key(job), -1.0 if left is None else left)
+
+        return sorted(self.ranks(snap), key=key)  # stable: LAS order among the unpredicted
 
 
 class SameClassLowerRank(VictimRule):

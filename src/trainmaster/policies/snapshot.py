@@ -106,6 +106,7 @@ class Plan:
     eta: Mapping[str, float] = field(default_factory=dict)  # predicted start of pending jobs
     wake_after: float | None = None  # decide again after this many seconds even without events (None: `interval`)
     batch: Mapping[str, int] = field(default_factory=dict)  # adaptive jobs: the global batch to (re)start with
+    rebatch: Mapping[str, int] = field(default_factory=dict)  # running adaptive jobs kept where they are: new batch
     # phase -> seconds it took (server logs); not part of what was decided, so plans compare without it
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 

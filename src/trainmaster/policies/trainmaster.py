@@ -4,17 +4,23 @@
 (the tests of queues, fair share, preemption and backfill pin its defaults;
 `edl` is one such combination). The `trainmaster` preset (`make`) turns on:
 
-- order: services, then priority, then Tiresias' two attained-service queues
-  (`las.LasOrder`), fair share across queues while placing;
+- order: services, then priority, then the shortest remaining time its
+  learned models predict (`las.RemainingOrder`: remaining steps over fitted
+  speed; a job not yet measured goes first, in Tiresias' attained-service
+  order), fair share across queues while placing;
 - preemption: the queue rules (services, priority within a queue, reclaim of
   borrowed quota, `min_runtime`), then LAS within one queue and priority
   (`las.las_preempt`): time sharing when jobs cannot be resized;
 - sizing: Optimus' marginal-gain greedy over every admitted job
   (`GainSizing`), running jobs shrunk to their target at once and grown to it
-  where it fits; models fitted online from reports (`uses_models`);
+  where it fits; models fitted online from reports (`uses_models`); the
+  base hook's shrinking for pending jobs and services' headroom only while a
+  service is live (`only_with_services`: the targets already leave room);
 - reservation and backfill for the blocked head job;
 - batch size: adaptive jobs run at the batch with the most goodput
-  (`policies/goodput.py`); their model's speed is goodput, so GPUs follow it.
+  (`policies/goodput.py`), switched in place (`Plan.rebatch`) when a better
+  one promises `REBATCH_GAIN` more; their model's speed is goodput, so GPUs
+  follow it.
 - decisions on events, at the next LAS demotion, and every 60 s while elastic
   jobs are live (their models learn between events).
 
@@ -29,6 +35,17 @@ the 0.97 load line and shrank the *most fulfilled* job for newcomers, never the
 one that gains least, so GPUs stayed where they first landed instead of moving
 to the jobs whose completion rate gains most (Optimus' rule). The 300 s
 interval and the 600 s `min_runtime` mattered little (under 3% each).
+
+Why LAS + gain sizing was still behind (issue 11, second pass): at fixed size
+Tiresias' LAS only guesses that a job with little service is short, while a
+job's target steps over its measured speed says how long it has left, so
+ordering by that (SRTF on learned models, no oracle) cut mean JCT at load 1 by
+a fifth. Elastic, the simulator did not model the batch, so goodput's choice
+did nothing; modelled (`workloads/pollux_peer.PeerTruth.at_batch`), a batch
+fixed at each start was worth little, because the noise scale grows ~100x as a
+job trains: the gain comes from switching in place as it grows, as Pollux's
+jobs do. The model only learns that if its noise average follows (log-space
+averages) and its batch choice stays where its speed law was measured.
 """
 
 from __future__ import annotations
@@ -38,12 +55,13 @@ from dataclasses import replace
 from typing import Literal
 
 from trainmaster.core.job import JobKind
+from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import backfill as backfill_hook
 from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
-from trainmaster.policies.goodput import choose_batches
-from trainmaster.policies.las import LasOrder, las_preempt
+from trainmaster.policies.goodput import choose_batches, switch_gain
+from trainmaster.policies.las import LasOrder, RemainingOrder, las_preempt
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
@@ -54,6 +72,7 @@ from trainmaster.policies.workspace import Workspace
 Backfill = Literal["none", "greedy", "reserve"]
 TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias' tick)
 RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
+REBATCH_GAIN = 1.05  # a running job switches batch in place when the new one promises this much more goodput
 
 
 class GainSizing:
@@ -95,6 +114,24 @@ class GainSizing:
         return blocked
 
 
+def only_with_services(shrink: SizeHook) -> SizeHook:
+    """`shrink` while a service is live; otherwise every job keeps its size (`current_or_min`).
+
+    Under `GainSizing` the targets already leave room for every pending job's
+    minimum, and the load line's headroom is for services; with none of them,
+    `shrink_for_pending` only shrinks jobs the greedy means to keep (a second
+    set of victims: extra restarts). Pollux workloads 1-8, elastic: mean JCT
+    -2.5% / -1.0% / -0.7% at loads 0.5 / 1 / 2 (BENCHMARKS.md, third pass).
+    """
+
+    def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+        if any(j.spec.kind is JobKind.SERVICE for j in snap.jobs.values()):
+            return shrink(snap, jobs, ws)
+        return current_or_min(snap, jobs, ws)
+
+    return size
+
+
 class AdaptiveCycle(Cycle):
     """A cycle whose plans also carry each adaptive job's batch size (phase 7, `policies/goodput.py`).
 
@@ -109,7 +146,7 @@ class AdaptiveCycle(Cycle):
         plan = super().decide(snap)
         batches = choose_batches(snap, plan)
         if batches:
-            plan = replace(plan, batch=batches)
+            plan = replace(plan, batch=batches, rebatch=self._switches(snap, plan, batches))
         wake = math.inf
         if isinstance(self.order, LasOrder):
             wait = self.order.ranks.next_change(snap, plan)
@@ -118,11 +155,30 @@ class AdaptiveCycle(Cycle):
             wake = min(wake, self.resize_tick)  # models learn between events: revisit elastic sizes
         return replace(plan, wake_after=None if math.isinf(wake) else wake)
 
+    def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
+        """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""
+        issued: dict[str, int] = self.__dict__.setdefault("issued", {})  # job -> the batch last sent to it
+        if len(issued) > 2 * len(snap.jobs) + 64:  # forget finished jobs now and then
+            for jid in issued.keys() - snap.jobs.keys():
+                del issued[jid]
+        out: dict[str, int] = {}
+        for jid, batch in batches.items():
+            job = snap.jobs[jid]
+            alloc = plan.allocations[jid]
+            old = issued.get(jid)
+            if job.state is JobState.RUNNING and alloc == job.allocation and old is not None:
+                if batch != old and switch_gain(snap, jid, alloc, old, batch) >= REBATCH_GAIN:
+                    out[jid] = issued[jid] = batch
+            elif alloc != job.allocation or old is None:
+                issued[jid] = batch
+        return out
+
 
 def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, preemption: bool = True,
           min_runtime: float = MIN_RUNTIME, load_line: float = LOAD_LINE, interval: float | None = 300.0,
           use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True,
-          las: bool = False, gain: bool = False, fill: bool = True, adaptive: bool = False) -> Cycle:
+          las: bool = False, gain: bool = False, fill: bool = True, adaptive: bool = False,
+          srtf: bool = False) -> Cycle:
     """A queue-aware cycle.
 
     `backfill`: "none" (strict order: a blocked head job blocks everyone after
@@ -144,12 +200,13 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
         after.append(backfill_hook(reserve_after))
     size: SizeHook = shrink_for_pending(strict, load_line) if elastic else current_or_min
     if elastic and gain:
+        size = only_with_services(size)
         sizing = GainSizing()
         size = sizing.size(size)
         after.append(sizing.grow)
     if elastic and fill:
         after.append(grow_into_idle(load_line, use_models=use_models))
-    order: OrderHook = LasOrder() if las else by_priority
+    order: OrderHook = (RemainingOrder() if srtf else LasOrder()) if las else by_priority
     return (AdaptiveCycle if adaptive else Cycle)(
         name=name,
         order=order,
@@ -162,7 +219,8 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
 
 
 def make() -> Cycle:
-    cycle = build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True)
+    cycle = build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True,
+                  srtf=True)
     assert isinstance(cycle, AdaptiveCycle)
     cycle.resize_tick = RESIZE_TICK
     return cycle

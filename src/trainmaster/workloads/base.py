@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
@@ -27,6 +27,27 @@ class JobTruth(Protocol):
 
     def loss(self, step: float) -> float | None:
         """True loss after `step` steps, or None when the job reports no loss."""
+        ...
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """A job trained at a global batch the scheduler chose, from some point of its progress on."""
+
+    rate: float  # progress (in the job's `total_steps` units) per second
+    until: float  # progress at which `rate` changes (the end of an epoch); inf: never
+    batch: int  # the global batch actually trained per optimizer step
+    steps_per_s: float  # optimizer steps per second at that batch (what the job reports)
+    grad_sqr: float  # squared norm of the true gradient now
+    grad_var: float  # variance of a gradient estimate at the job's base batch now
+
+
+@runtime_checkable
+class BatchTruth(JobTruth, Protocol):
+    """A truth that knows how the global batch changes a job's progress (batch-size adaptation)."""
+
+    def at_batch(self, alloc: Allocation, batch: int, done: float) -> BatchRun:
+        """How the job progresses on `alloc` at global batch `batch`, `done` steps in."""
         ...
 
 

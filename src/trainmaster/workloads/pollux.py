@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
-from trainmaster.core.job import JobSpec, Role, Target, simple_job
+from trainmaster.core.job import BatchRange, JobSpec, Role, Target, simple_job
 from trainmaster.workloads.base import Workload, WorkloadJob
 
 if TYPE_CHECKING:
@@ -331,7 +331,12 @@ def load_pollux(workload_csv: Path, profiles_dir: Path, *, max_factor: float = 1
 
     `max_factor == 1`: each job is fixed at `num_replicas` one-GPU workers.
     `max_factor > 1`: elastic from 1 to `ceil(max_factor * num_replicas)` workers;
-    the global batch size stays `batch_size` (no batch-size adaptation).
+    `max_factor = math.inf`: from 1 to as many as Pollux's simulator lets its own
+    scheduler give the job (`peer_max_replicas`);
+    the global batch size stays `batch_size` unless the fidelity is `pollux` (below).
+    With `fidelity="pollux"` elastic jobs also opt into batch-size adaptation
+    (`spec.adaptive_batch`, as every job under Pollux does): a policy that picks
+    a batch runs them at it, the others at `batch_size`.
     `oracle`: `spec.estimate` is the true runtime at `num_replicas` (for the srtf
     reference line); otherwise no estimate is given. `spec.target.steps` is the
     job's length in steps (what the user's script trains for), `spec.job_type`
@@ -375,7 +380,12 @@ def pollux_jobs(rows: Sequence[Mapping[str, str]], source: str, profiles_dir: Pa
             truth = _peer_truth(where, profile, bsz)
         else:
             truth = PolluxTruth(profile, bsz, LossCurve.from_metric(runs.iterations, runs.metric))
-        hi = replicas if max_factor == 1.0 else math.ceil(max_factor * replicas)
+        if max_factor == 1.0:
+            hi = replicas
+        elif math.isinf(max_factor):
+            hi = max(replicas, peer_max_replicas(profile))
+        else:
+            hi = math.ceil(max_factor * replicas)
         spec = simple_job(
             row["name"],
             replicas,
@@ -385,10 +395,35 @@ def pollux_jobs(rows: Sequence[Mapping[str, str]], source: str, profiles_dir: Pa
             target=Target(steps=round(truth.total_steps), epochs=runs.epochs),
             estimate=truth.runtime(replicas) if oracle else None,
             labels=(("batch_size", str(bsz)),),  # the user's global batch: lets same-type speed fits share a prior
+            adaptive_batch=_adaptive(profile, bsz) if fidelity == "pollux" and max_factor > 1.0 else None,
         )
         jobs.append(WorkloadJob(row["name"], float(row["time"]), spec, truth))
     jobs.sort(key=lambda j: j.submit_time)
     return tuple(jobs)
+
+
+PEER_MAX_REPLICAS = 64  # Pollux's simulator caps every job here ("simulator can't handle more"); its cluster's size
+
+
+def peer_max_replicas(profile: Profile) -> int:
+    """The most replicas Pollux's simulator lets its scheduler give a job of `profile`'s application.
+
+    Peer (`simulator.py`, `get_pollux_job_info`): `min(2 * max_profiled_replicas, 64,
+    max_batch_size // min_local_bsz)`, and 1 for ncf. The first term only paces
+    exploration (a job may double the largest size it has run at, each round);
+    the rest is the static cap this returns, so a scheduler here has the same
+    freedom and paces its own growth.
+    """
+    if profile.app == "ncf":
+        return 1
+    smallest_local = min(c.local_bsz[0] for c in profile.placements.values())
+    return max(1, min(PEER_MAX_REPLICAS, int(max(profile.validation) // smallest_local)))
+
+
+def _adaptive(profile: Profile, batch_size: int) -> BatchRange:
+    """Elastic jobs adapt their batch as Pollux's do: between the smallest and largest validated batch,
+    the learning rate tuned at the submitted one (the policy that picks none runs them at it)."""
+    return BatchRange(min=min(profile.validation), max=max(profile.validation), base=batch_size)
 
 
 def _peer_truth(where: str, profile: Profile, batch_size: int) -> PeerTruth:

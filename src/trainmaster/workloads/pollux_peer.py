@@ -40,10 +40,14 @@ seconds (at most half a second per epoch); and the engine runs one speed per
 allocation, so the gain of a trained batch that differs from `B` is applied as
 its ratio over the whole job (`equivalent_steps(B) / equivalent_steps(b)`),
 exact for a job that keeps one replica count, as every fixed-size job does.
+A job trained at a batch the scheduler chose (`PeerTruth.at_batch`, batch-size
+adaptation) is exact per epoch instead: the engine re-reads its rate at each
+epoch's end.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +56,7 @@ from typing import Any
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec
+from trainmaster.workloads.base import BatchRun
 from trainmaster.workloads.pollux import (
     SCALABILITY_MAX_NODES,
     LossCurve,
@@ -111,11 +116,16 @@ class PeerModel:
         micro = min(micro, int(self.max_batch / (replicas * count)))
         return Batching(micro=max(1, micro), count=count, replicas=replicas)
 
-    def gain(self, batch: float, epoch: int) -> float:
-        """Progress one step at `batch` earns in `epoch` (statistical efficiency; 1 at `init_batch`)."""
+    def grad_stats(self, batch: float, epoch: int) -> tuple[float, float]:
+        """(grad_sqr, grad_var) of `epoch` at `batch`, interpolated between validated batches; var at `init_batch`."""
         sizes = sorted(self.profile.validation)
         sqr = _interp([float(b) for b in sizes], [self.profile.validation[b].grad_sqr[epoch] for b in sizes], batch)
         var = _interp([float(b) for b in sizes], [self.profile.validation[b].grad_var[epoch] for b in sizes], batch)
+        return sqr, var
+
+    def gain(self, batch: float, epoch: int) -> float:
+        """Progress one step at `batch` earns in `epoch` (statistical efficiency; 1 at `init_batch`)."""
+        sqr, var = self.grad_stats(batch, epoch)
         scale = batch / self.init_batch
         return (var + sqr) / (var / scale + sqr)
 
@@ -212,6 +222,29 @@ class PeerTruth:
     def steps_per_second(self, alloc: Allocation, spec: JobSpec, cluster: Cluster | None = None) -> float:
         counts = worker_counts(alloc)
         return self.speed(counts) if counts else 0.0
+
+    def at_batch(self, alloc: Allocation, batch: int, done: float) -> BatchRun:
+        """Training at global batch `batch` (the scheduler's choice), `done` target-batch steps in.
+
+        Progress stays counted in steps at the submitted batch `batch_size` (the
+        job's learning-rate base): a step at the trained batch `b` in epoch `e`
+        earns `gain(b, e) / gain(batch_size, e)` of them, exact per epoch (the
+        rate holds until the epoch's end, `until`). The job reports what the
+        train library measures: optimizer steps/s at `b` and the epoch's gradient
+        statistics, the variance rescaled to the base batch (`phi` unchanged).
+        """
+        counts = worker_counts(alloc)
+        ends = self.model.cumulative_steps(float(self.batch_size))
+        epoch = min(max(bisect.bisect_right(ends, done + 1e-9 * max(ends[-1], 1.0)) - 1, 0), self.model.epochs - 1)
+        batching = self.model.batching(max(sum(counts), 1), batch)
+        sqr, var = self.model.grad_stats(float(batching.batch), epoch)
+        var_base = var * self.model.init_batch / self.batch_size
+        if not counts:
+            return BatchRun(0.0, math.inf, batching.batch, 0.0, sqr, var_base)
+        steps = 1.0 / self.model.step_time(counts, batching)
+        ratio = self.model.gain(float(batching.batch), epoch) / self.model.gain(float(self.batch_size), epoch)
+        until = ends[epoch + 1] if epoch + 1 < self.model.epochs else math.inf
+        return BatchRun(steps * ratio, until, batching.batch, steps, sqr, var_base)
 
     def loss(self, step: float) -> float | None:
         return self.curve(step)

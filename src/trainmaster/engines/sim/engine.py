@@ -3,6 +3,12 @@
 Jobs progress at their ground-truth speed (from the workload's `JobTruth`);
 a job whose allocation changes pays a checkpoint-restart delay. Jobs report
 step, speed and loss as real ones do, so online models learn from reports only.
+A job started at a batch the policy chose (`Action.batch`) whose truth models
+the batch (`BatchTruth`: Pollux's statistical efficiency) trains at it: its
+rate is the truth's at that batch, re-read at each epoch's end (it reports
+then), and it reports that batch and its gradient statistics (goodput). A
+resize to the same allocation with a new batch switches batch in place, with
+no restart (as adaptdl's data loader does).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from trainmaster.core.market import Market
 from trainmaster.core.node import Node
 from trainmaster.engines.base import Recovered
 from trainmaster.engines.churn import Churn, Due
-from trainmaster.workloads.base import JobTruth, Workload
+from trainmaster.workloads.base import BatchRun, BatchTruth, JobTruth, Workload
 
 EPS = 1e-9
 
@@ -52,6 +58,8 @@ class _SimJob:
     running: bool = False
     version: int = 0  # bumped on every change; stale heap entries are skipped
     started_once: bool = False
+    batch: int | None = None  # the global batch the policy chose at the last start or resize (None: its own)
+    run: BatchRun | None = None  # the truth at that batch, while it runs at one
 
 
 @dataclass
@@ -142,6 +150,13 @@ class SimEngine:
         for action in actions:
             job = self._jobs[action.job_id]
             self._advance(job, now)
+            if (action.kind is ActionKind.RESIZE and job.running and action.batch is not None
+                    and action.allocation == job.allocation and isinstance(job.truth, BatchTruth)):
+                # Only the batch changes: the job switches in place (adaptdl's data loader), no restart.
+                job.version += 1
+                job.batch = action.batch
+                self._push(now, "ready", action.job_id, job.version)
+                continue
             job.version += 1
             job.running = False
             if action.kind is ActionKind.STOP:
@@ -157,6 +172,8 @@ class SimEngine:
                 job.done = job.checkpointed
             job.checkpointed = job.done
             job.allocation = action.allocation
+            if action.batch is not None:
+                job.batch = action.batch
             delay = self.config.restart_delay if job.started_once else self.config.start_delay
             job.started_once = True
             self._push(now + delay, "ready", action.job_id, job.version)
@@ -303,9 +320,27 @@ class SimEngine:
         loss = job.truth.loss(job.done)
         if loss is not None and self.config.loss_noise:
             loss *= max(0.0, 1.0 + self._rng.gauss(0.0, self.config.loss_noise))
-        return Report(
-            time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed, allocation=job.allocation
-        )
+        run = job.run
+        if run is None:
+            return Report(
+                time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed, allocation=job.allocation
+            )
+        # At a chosen batch the job reports optimizer steps/s at it; progress stays in base-batch steps.
+        speed = run.steps_per_s * (speed / job.rate if job.rate > 0 else 1.0)
+        return Report(time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed,
+                      allocation=job.allocation, batch=run.batch, grad_sqr=run.grad_sqr, grad_var=run.grad_var)
+
+    def _set_rate(self, job: _SimJob, now: float) -> None:
+        """The job's speed on its allocation, at its chosen batch where its truth models batches."""
+        job.run = None
+        if job.batch is not None and isinstance(job.truth, BatchTruth):
+            job.run = job.truth.at_batch(job.allocation, job.batch, job.done)
+            rate = job.run.rate
+        else:
+            rate = job.truth.steps_per_second(job.allocation, job.spec, self._cluster)
+        if job.running and rate != job.rate:  # periodic checkpoints keep their times: rebase the run's origin
+            job.run_base = job.done - rate * (now - job.run_start)
+        job.rate = rate
 
     def _fire(self, item: _Item) -> list[Event]:
         now, _, kind, key, _ = item
@@ -320,7 +355,7 @@ class SimEngine:
             self._advance(job, now)
             job.running = True
             job.run_start, job.run_base = now, job.done
-            job.rate = job.truth.steps_per_second(job.allocation, job.spec, self._cluster)
+            self._set_rate(job, now)
             out: list[Event] = [JobRunning(now, key, job.allocation), self._report(key, job, now)]
             self._schedule_next(key, job, now)
             return out
@@ -330,6 +365,8 @@ class SimEngine:
             job.version += 1
             return [JobFinished(now, key, succeeded=True, message="reached its target")]
         # "report"
+        if job.run is not None and job.done >= job.run.until - 1e-9 * job.truth.total_steps:  # an epoch ended
+            self._set_rate(job, now)
         self._schedule_next(key, job, now)
         return [self._report(key, job, now)]
 
@@ -342,7 +379,10 @@ class SimEngine:
             return
         finish_at = now + remaining / job.rate
         interval = self.config.report_interval
-        if interval is not None and now + interval < finish_at:
-            self._push(now + interval, "report", job_id, job.version)
+        report_at = math.inf if interval is None else now + interval
+        if job.run is not None and job.run.until < job.truth.total_steps:
+            report_at = min(report_at, now + max(job.run.until - job.done, 0.0) / job.rate)
+        if report_at < finish_at:
+            self._push(report_at, "report", job_id, job.version)
         else:
             self._push(finish_at, "finish", job_id, job.version)
