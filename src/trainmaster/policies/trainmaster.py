@@ -51,7 +51,7 @@ averages) and its batch choice stays where its speed law was measured.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from trainmaster.core.job import JobKind
@@ -132,6 +132,7 @@ def only_with_services(shrink: SizeHook) -> SizeHook:
     return size
 
 
+@dataclass
 class AdaptiveCycle(Cycle):
     """A cycle whose plans also carry each adaptive job's batch size (phase 7, `policies/goodput.py`).
 
@@ -141,6 +142,7 @@ class AdaptiveCycle(Cycle):
 
     tick: float = TICK
     resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
+    issued: dict[str, int] = field(default_factory=dict, repr=False)  # cross-decision: job -> the batch last sent
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
@@ -157,7 +159,7 @@ class AdaptiveCycle(Cycle):
 
     def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
         """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""
-        issued: dict[str, int] = self.__dict__.setdefault("issued", {})  # job -> the batch last sent to it
+        issued = self.issued
         if len(issued) > 2 * len(snap.jobs) + 64:  # forget finished jobs now and then
             for jid in issued.keys() - snap.jobs.keys():
                 del issued[jid]
