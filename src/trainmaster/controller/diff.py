@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import compress, count
+from itertools import compress
 from operator import is_not
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
@@ -26,9 +26,8 @@ def _changed(snap: Snapshot, plan: Plan) -> list[JobView]:
     wanted = plan.allocations
     found = [jid for jid in compress(wanted, map(is_not, map(held.get, wanted), wanted.values())) if jid in jobs]
     found += held.keys() - plan.allocations.keys()
-    if len(found) > 1:
-        position = dict(zip(jobs, count()))  # the order the full pass would meet them in
-        found.sort(key=position.__getitem__)
+    if len(found) > 1:  # the order the full pass would meet them in (one C-level pass, no index built)
+        found = list(filter(set(found).__contains__, jobs))
     return [jobs[jid] for jid in found]
 
 

@@ -7,8 +7,8 @@ simulate flag: the simulator is just an engine with a virtual clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from itertools import compress
-from operator import ne
+from itertools import compress, filterfalse
+from operator import eq, ne
 from types import MappingProxyType
 
 from trainmaster.controller.checkpointing import CheckpointTuner
@@ -243,7 +243,10 @@ class Controller:
         # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
         # drops the job from `said`, so its reason is checked again here.
         said = self._said
-        changed = dict(compress(reasons.items(), map(ne, reasons.values(), map(said.get, reasons))))
+        if len(reasons) > 64 and not any(map(eq, reasons.values(), map(said.get, reasons))):
+            changed = dict(reasons)  # every reason is new (a new head: the whole line behind it)
+        else:
+            changed = dict(compress(reasons.items(), map(ne, reasons.values(), map(said.get, reasons))))
         if changed:
             for action in actions:  # noted by `_commit` below: out of the shared streams first
                 self.jobs[action.job_id].settle()
@@ -264,7 +267,7 @@ class Controller:
         job behind it gets a new reason at once, one stream entry rather than a Python step per record."""
         said, live = self._said, self.live
         # One in `said` is live, not rejected, and its latest note is another reason; check only the others.
-        for jid in new.keys() - said.keys():
+        for jid in list(filterfalse(said.__contains__, new)):
             record = live.get(jid)
             if record is None or jid in rejected:
                 del new[jid]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from itertools import compress, repeat
-from operator import is_
+from operator import is_, is_not
 from typing import Protocol
 
 
@@ -116,6 +116,14 @@ class NoteStreams:
         """
         get = self.of.get
         moves: dict[tuple[Stream | None, str], list[str]] = {}
+        if len(new) >= 2 * _SHARED:
+            # Usually one reason covers most of the line, its tail included: take it from the last job
+            # rather than counting every job's reason; only the others are counted below.
+            last = next(reversed(new.values()))
+            ids = list(compress(new, map(is_, new.values(), repeat(last))))
+            if len(ids) >= max(_SHARED, len(new) // 8):
+                self._by_stream(moves, ids, last)
+                new = dict(compress(new.items(), map(is_not, new.values(), repeat(last))))
         counts = Counter(new.values())
         floor = max(_SHARED, len(new) // 8)
         shared = [reason for reason, n in counts.items() if n >= floor]
@@ -123,12 +131,7 @@ class NoteStreams:
             ids = list(compress(new, map(is_, new.values(), repeat(reason))))  # (one rendered text: one object)
             if len(ids) != counts[reason]:  # equal texts that are not one object
                 ids = list(compress(new, map(reason.__eq__, new.values())))
-            streams = set(map(get, ids))
-            if len(streams) == 1:
-                moves[streams.pop(), reason] = ids
-                continue
-            for stream in streams:
-                moves[stream, reason] = list(compress(ids, map(is_, map(get, ids), repeat(stream))))
+            self._by_stream(moves, ids, reason)
         if len(shared) < len(counts):
             few = counts.keys() - shared
             for jid, reason in compress(new.items(), map(few.__contains__, new.values())):
@@ -139,6 +142,26 @@ class NoteStreams:
                 else:
                     group.append(jid)
         return moves
+
+    def _by_stream(self, moves: dict[tuple[Stream | None, str], list[str]], ids: list[str], reason: str) -> None:
+        """Add jobs moving to one reason to `moves`, split by the stream each follows (C-level passes)."""
+        get = self.of.get
+        streams = set(map(get, ids))
+        if len(streams) == 1:
+            stream = streams.pop()
+            group = moves.get((stream, reason))
+            if group is None:
+                moves[stream, reason] = ids
+            else:  # (an equal text that is another object, grouped before)
+                group.extend(ids)
+            return
+        for stream in streams:
+            part = list(compress(ids, map(is_, map(get, ids), repeat(stream))))
+            group = moves.get((stream, reason))
+            if group is None:
+                moves[stream, reason] = part
+            else:
+                group.extend(part)
 
 
 _SHARED = 16  # jobs sharing one new reason for it to be grouped by C-level passes

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import filterfalse, islice
+from itertools import chain, filterfalse, islice
 from operator import attrgetter
 from time import perf_counter
 from types import MappingProxyType
@@ -102,9 +102,10 @@ def head_of_line(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspac
         job = jobs[jid]
         want = minimum(job.spec)
         if ws.place(job, want) is None:
-            ws.block_for_room(job, want)
             rest = islice(ids, i + 1, None)
-            ws.block_all_behind(filterfalse(bad.__contains__, rest) if bad else rest, jid)
+            # The head first (its own wait replaces the shared one, in place): one dict built for the line.
+            ws.block_all_behind(chain((jid,), filterfalse(bad.__contains__, rest) if bad else rest), jid)
+            ws.block_for_room(job, want)
             break
     return True
 

@@ -295,7 +295,10 @@ class Workspace:
         wait = self._behind
         if wait is None or wait[0] != head_id:
             wait = self._behind = (head_id, Wait(WaitKind.PRIORITY, f"waiting behind {head_id}, first in line"))
-        self.waits.update(dict.fromkeys(job_ids, wait[1]))
+        if self.waits:
+            self.waits.update(dict.fromkeys(job_ids, wait[1]))
+        else:  # (none blocked yet: the new dict is the waits, sparing a second pass to copy it in)
+            self.waits = dict.fromkeys(job_ids, wait[1])
 
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
@@ -600,7 +603,7 @@ class Workspace:
             allocations = {jid: a for jid, a in self.allocations.items() if a}
         reasons = {jid: text for jid, text in self.notes.items() if jid in allocations}
         # C-level passes over the waiting jobs: thousands of them may share a few waits (one per head).
-        waits = dict(self.waits)
+        waits = self.waits  # (the plan is the workspace's last step: its waits become the plan's)
         for jid in (waits.keys() & allocations.keys()) | (waits.keys() & self.rejected.keys()):
             del waits[jid]
         shared = waits.values()
