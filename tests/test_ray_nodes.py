@@ -52,3 +52,16 @@ def test_rendezvous_env_from_the_port_answers() -> None:
     assert rendezvous_env(()) == {}
     assert rendezvous_env((("10.0.0.1", 29500),)) == {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
     assert rendezvous_env((("10.0.0.1", 1), ("10.0.0.2", 2), ("10.0.0.3", 3)))["TM_PS_ADDRS"] == "10.0.0.2:2,10.0.0.3:3"
+
+
+def test_task_ports_come_from_outside_ray_and_ephemeral_ranges() -> None:
+    """Rendezvous ports avoid Ray's worker ports and the ephemeral range its processes keep binding."""
+    import socket
+
+    from trainmaster.engines.ray.actor import TASK_PORTS, free_port_here
+
+    for _ in range(20):
+        _, port = free_port_here()
+        assert port in TASK_PORTS and port >= 20000 and port < 32768
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", port))  # free when handed out

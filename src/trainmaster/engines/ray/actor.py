@@ -30,14 +30,31 @@ SECRET_PREFIX = "TRAINMASTER_"
 GUARD = 'read _ ; kill -9 -- -"$0" 2>/dev/null; exit 0'
 
 
+# Ports handed to rendezvous and parameter servers: above Ray's worker ports (10002-19999 by default) and below
+# Linux's ephemeral range (32768+), where a port free now is seldom taken before the task binds it. A port from
+# bind(0) comes from the ephemeral range that Ray's own processes keep binding on the same node: a task that
+# connected to one of those instead of its rank 0 died in torch ("terminate called without an active exception").
+TASK_PORTS = range(20000, 32768)
+
+
 def free_port_here() -> tuple[str, int]:
     """This node's address and a port free on it now (rendezvous, parameter servers); run as a Ray task."""
+    import random
+
     import ray
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    address = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+    for port in random.sample(TASK_PORTS, 64):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+        return address, port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # the range is crowded: any free port
         s.bind(("", 0))
-        port: int = s.getsockname()[1]
-    return str(ray.util.get_node_ip_address()), port  # type: ignore[no-untyped-call]
+        found: int = s.getsockname()[1]
+    return address, found
 
 
 def rendezvous_env(found: tuple[tuple[str, int], ...]) -> dict[str, str]:
