@@ -102,9 +102,13 @@ def head_of_line(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspac
         job = jobs[jid]
         want = minimum(job.spec)
         if ws.place(job, want) is None:
-            rest = islice(ids, i + 1, None)
-            # The head first (its own wait replaces the shared one, in place): one dict built for the line.
-            ws.block_all_behind(chain((jid,), filterfalse(bad.__contains__, rest) if bad else rest), jid)
+            tail = line.tail(snap, ids, i, ws.memo)
+            if tail is not None:  # the rest wait behind it as one segment
+                ws.block_tail(tail)
+            else:
+                rest = islice(ids, i + 1, None)
+                # The head first (its own wait replaces the shared one, in place): one dict built for the line.
+                ws.block_all_behind(chain((jid,), filterfalse(bad.__contains__, rest) if bad else rest), jid)
             ws.block_for_room(job, want)
             break
     return True

@@ -16,7 +16,7 @@ from operator import attrgetter, itemgetter
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
-from trainmaster.policies.snapshot import PendingIds, Snapshot
+from trainmaster.policies.snapshot import PendingIds, Snapshot, Tail
 from trainmaster.policies.workspace import ClusterMemo, never_fits
 
 _Key = tuple[float, str]  # (submit time, id): `cycle.by_submit_time`'s order
@@ -39,7 +39,8 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs")
+    __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs",
+                 "version")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
@@ -53,6 +54,7 @@ class PendingLine:
         self.shaped = False  # shapes are kept only once a decision asked for them (`reshape`)
         self.seen: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last synced to
         self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
+        self.version = 0  # changes whenever `ids` does (a `Tail` reads the ids while they are unchanged)
 
     def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order (the line's own
@@ -60,12 +62,14 @@ class PendingLine:
         key_of = self.key_of
         if isinstance(pending, PendingIds) and self.seen == (pending.origin, pending.version - 1):
             gone = key_of.keys() & pending.left  # what changed since the ids synced to last
-            new: set[str] | frozenset[str] = pending.joined - key_of.keys()
+            new: set[str] | frozenset[str] = {jid for jid in pending.joined if jid not in key_of}
         else:
             now = set(pending)
             gone = key_of.keys() - now
             new = now - key_of.keys()
         self.seen = (pending.origin, pending.version) if isinstance(pending, PendingIds) else None
+        if gone or new:
+            self.version += 1
         if gone:
             dropped = set(map(key_of.pop, gone))
             k = len(dropped)
@@ -148,7 +152,16 @@ class PendingLine:
     def rejected(self, ids: list[str], memo: ClusterMemo) -> dict[str, str]:
         """Why each pending job that can never fit cannot, in line order."""
         bad = self.bad
-        return {jid: memo.never[jid] or "" for jid in ids if jid in bad} if bad else {}
+        return {jid: memo.never[jid] or "" for jid in sorted(bad, key=self.key_of.__getitem__)} if bad else {}
+
+    def tail(self, snap: Snapshot, ids: list[str], i: int, memo: ClusterMemo) -> Tail | None:
+        """Every job after `ids[i]` (the head; `ids` as `sync` returned them) that can fit some day, as one
+        segment; None for a snapshot whose pending ids may disagree with its views' states (built by hand)."""
+        if snap.pending_ids is not None and not isinstance(snap.pending_ids, PendingIds):
+            return None
+        key = self.key_of[ids[i]]
+        behind = sum(1 for jid in self.bad if self.key_of[jid] > key) if self.bad else 0
+        return Tail(ids[i], key, snap.jobs, memo.never, len(ids) - i - 1 - behind, (ids, i + 1, self))
 
 
 _UNSEEN = "?"  # `ClusterMemo.never` has no verdict yet (a verdict is None or a non-empty reason)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cluster import Cluster
@@ -71,6 +72,86 @@ class PendingIds(tuple[str, ...]):
         self = super().__new__(cls, ids)
         self.origin, self.version, self.joined, self.left = origin, version, joined, left
         return self
+
+
+class Stamped(Protocol):
+    """Something whose `version` changes whenever it changes (`pending.PendingLine`)."""
+
+    version: int
+
+
+class Tail:
+    """The jobs that wait behind one head of a strict line, as one segment: every pending job after the head
+    in (submit time, id) order that can fit some day. Read per job on demand, never written per job, so a
+    decision over a long line need not touch each waiting job (`Behind`, the controller's `cycle`).
+
+    Frozen with the decision's snapshot: membership reads the snapshot's views and never-fits verdicts
+    (a verdict, once made for a cluster, never changes).
+    """
+
+    __slots__ = ("_ids", "_line", "_line_ids", "_start", "_version", "head", "jobs", "key", "never", "size")
+
+    def __init__(self, head: str, key: tuple[float, str], jobs: Mapping[str, JobView],
+                 never: Mapping[str, str | None], size: int, line: tuple[list[str], int, Stamped]) -> None:
+        """`line`: (the line's ids, the position after the head, the line) while the line has not changed."""
+        self.head, self.key, self.jobs, self.never, self.size = head, key, jobs, never, size
+        self._ids: list[str] | None = None
+        ids, self._start, self._line = line
+        self._line_ids: list[str] = ids
+        self._version = self._line.version
+
+    def __contains__(self, job_id: object) -> bool:
+        view = self.jobs.get(job_id) if isinstance(job_id, str) else None
+        return (view is not None and view.state is JobState.PENDING and (view.submit_time, view.id) > self.key
+                and not self.never.get(view.id))
+
+    def members(self) -> list[str]:
+        """The ids in line order (built on first read: from the line while it is unchanged, else from the views)."""
+        if self._ids is None:
+            if self._line.version == self._version:
+                never, ids = self.never, self._line_ids
+                rest = islice(ids, self._start, None)
+                self._ids = list(rest) if len(ids) - self._start == self.size else [j for j in rest if not never.get(j)]
+            else:
+                self._ids = [jid for _, jid in sorted((v.submit_time, jid) for jid, v in self.jobs.items()
+                                                      if jid in self)]
+        return self._ids
+
+
+_V = TypeVar("_V")
+
+
+class Behind(Mapping[str, _V]):
+    """A plan's waits or reasons: the jobs' own entries, then every job of a `Tail` with one shared value."""
+
+    __slots__ = ("own", "tail", "value")
+
+    def __init__(self, own: dict[str, _V], tail: Tail, value: _V) -> None:
+        self.own, self.tail, self.value = own, tail, value
+
+    def __getitem__(self, job_id: str) -> _V:
+        own = self.own.get(job_id, _MISSING)
+        if own is not _MISSING:
+            return own  # type: ignore[return-value]
+        if job_id in self.tail:
+            return self.value
+        raise KeyError(job_id)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self.own or job_id in self.tail
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.own
+        yield from self.tail.members()
+
+    def __len__(self) -> int:
+        return len(self.own) + self.tail.size
+
+    def __repr__(self) -> str:
+        return f"Behind({dict(self)!r})"
+
+
+_MISSING = object()
 
 
 @dataclass(frozen=True)

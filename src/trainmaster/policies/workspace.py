@@ -40,7 +40,7 @@ from trainmaster.policies.scoring import (
     tightest_fit,
     zone_turns,
 )
-from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.snapshot import Behind, JobView, Plan, Snapshot, Tail
 from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
 _V = TypeVar("_V")
@@ -270,6 +270,7 @@ class Workspace:
         self._book: QueueBook | None = None
         self._trials: list[Trial] = []
         self._behind: tuple[str, Wait] | None = None  # the wait of the jobs behind the current head
+        self._tail: Tail | None = None  # the jobs behind the head, as one segment (`block_tail`)
         # Per-decision memo for `find`: gang shapes that did not fit, with `_grown` as it was then.
         self._misfits: dict[tuple[EligibleNodes, Role, Resources, int], int] = {}
         self._grown = 0  # times free capacity grew on some node (a release) in this workspace
@@ -299,6 +300,12 @@ class Workspace:
             self.waits.update(dict.fromkeys(job_ids, wait[1]))
         else:  # (none blocked yet: the new dict is the waits, sparing a second pass to copy it in)
             self.waits = dict.fromkeys(job_ids, wait[1])
+
+    def block_tail(self, tail: Tail) -> None:
+        """Every job of `tail` waits behind its head, kept as one segment (no entry per job in `waits`): the
+        plan says so as `snapshot.Behind` maps. The strict line's last step before `plan`."""
+        self._behind = (tail.head, Wait(WaitKind.PRIORITY, f"waiting behind {tail.head}, first in line"))
+        self._tail = tail
 
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
@@ -608,6 +615,11 @@ class Workspace:
             del waits[jid]
         shared = waits.values()
         bulk = self._behind[1] if self._behind is not None else None
+        if self._tail is not None and bulk is not None:  # the jobs behind the head: one segment
+            by_id = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
+            reasons.update(zip(waits, map(by_id.__getitem__, map(id, shared)), strict=True))
+            return Plan(allocations=allocations, reasons=Behind(reasons, self._tail, render(bulk)),
+                        waits=Behind(waits, self._tail, bulk), rejected=dict(self.rejected), eta=dict(self.eta))
         if bulk is not None and len(waits) > 64:
             # Most waits are the jobs behind one head: every reason that text, then the others' own.
             texts = dict.fromkeys(waits, render(bulk))
