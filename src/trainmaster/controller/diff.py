@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import compress
 from operator import is_not
 
+from trainmaster.controller.views import Frozen
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.states import JobState
@@ -26,7 +27,9 @@ def _changed(snap: Snapshot, plan: Plan) -> list[JobView]:
     wanted = plan.allocations
     found = [jid for jid in compress(wanted, map(is_not, map(held.get, wanted), wanted.values())) if jid in jobs]
     found += held.keys() - plan.allocations.keys()
-    if len(found) > 1:  # the order the full pass would meet them in (one C-level pass, no index built)
+    if len(found) > 1 and isinstance(jobs, Frozen):  # the order a full pass would meet them in
+        found = jobs.order(found)
+    elif len(found) > 1:  # (one C-level pass, no index built)
         found = list(filter(set(found).__contains__, jobs))
     return [jobs[jid] for jid in found]
 

@@ -7,7 +7,7 @@ simulate flag: the simulator is just an engine with a virtual clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from itertools import compress, filterfalse
+from itertools import chain, compress, filterfalse
 from operator import eq, ne
 from types import MappingProxyType
 
@@ -17,6 +17,7 @@ from trainmaster.controller.learning import attach_learning
 from trainmaster.controller.metrics import JobOutcome, Summary, UsageListener, UsageTimeline, summarize
 from trainmaster.controller.notes import NoteStreams
 from trainmaster.controller.records import JobRecord, ServiceClock
+from trainmaster.controller.views import Book
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cluster import Cluster
@@ -40,7 +41,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine
 from trainmaster.models.book import JobModel
-from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Policy, Snapshot
+from trainmaster.policies.snapshot import Behind, JobView, PendingIds, Plan, Policy, Snapshot, Tail
 
 Listener = Callable[[str, JobRecord], None]
 CycleHook = Callable[[Snapshot, Plan], None]  # runs after each decision's actions (the autoscaler)
@@ -73,10 +74,12 @@ class Controller:
         self.free: dict[str, Resources] = {n.name: n.capacity for n in self.cluster.nodes}
         self.free_total: Resources = self.cluster.total  # sum of `free`, kept exact alongside it
         # Views cached across decisions in `live` order; `_stale` holds the ids whose record changed since.
-        self._views: dict[str, JobView] = {}
+        # (Books: each snapshot gets a frozen copy that costs what changed, not one entry per live job.)
+        self._views: Book[JobView] = Book()
         self._stale: dict[str, None] = {}
         self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
-        self._pending: dict[str, None] = {}  # ids of the live jobs holding nothing
+        self._pending: Book[None] = Book()  # ids of the live jobs holding nothing
+        self._top = 0  # the highest `_position` given yet (see `submit`)
         self._pending_sorted = True  # `_pending` is in `_position` order (see `_pending_ids`)
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
         self._touched: set[str] = set()  # ids that joined or left `_pending` since the last snapshot
@@ -85,6 +88,9 @@ class Controller:
         # job id -> the reason a decision last noted on its record, while that is still its latest note
         self._said: dict[str, str] = {}
         self._notes = NoteStreams()  # reasons noted on many jobs at once, rendered into a record when read
+        # After a decision whose plan had a tail (`snapshot.Tail`): (snapshot version, head's key, never-fits
+        # verdicts, tail stream's length, the plan's own reasons' ids); None after any other decision.
+        self._tail_seen: tuple[int, tuple[float, str], object, int, tuple[str, ...]] | None = None
         # Jobs backing off after a failure, out of every decision until their `retry_at` (Kueue's requeue backoff).
         self.parked: dict[str, JobRecord] = {}
         self.backoff = backoff  # (first delay, cap) in seconds; doubles per restart
@@ -139,12 +145,12 @@ class Controller:
         record.watch = self._stale
         record.said = self._said
         record.lazy = self._notes
-        last = next(reversed(self._pending), None)
-        if last is not None and self._position[last] > len(self.jobs):  # (ids withdrawn meanwhile)
+        if self._top > len(self.jobs):  # (ids withdrawn meanwhile: a pending job may come after this one)
             self._pending_sorted = False
         self._pending[jid] = None
         self._touched.add(jid)
         self._position[jid] = len(self.jobs)
+        self._top = max(self._top, len(self.jobs))
         self._dirty = True
         self._emit("submitted", record)
         return jid
@@ -239,6 +245,12 @@ class Controller:
                     continue
                 self._finish(record, JobState.REJECTED, now, reason)
         reasons = plan.reasons
+        tail = reasons.tail if isinstance(reasons, Behind) else None
+        text = ""
+        if isinstance(reasons, Behind):  # the jobs behind the head as one segment (`_note_tail`); others one by one
+            text, reasons = reasons.value, reasons.own
+            for action in actions:  # noted by `_commit` below: out of the shared streams first
+                self.jobs[action.job_id].settle()
         # Only reasons that differ from what an earlier decision noted (C-level passes: thousands
         # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
         # drops the job from `said`, so its reason is checked again here.
@@ -248,9 +260,14 @@ class Controller:
         else:
             changed = dict(compress(reasons.items(), map(ne, reasons.values(), map(said.get, reasons))))
         if changed:
-            for action in actions:  # noted by `_commit` below: out of the shared streams first
-                self.jobs[action.job_id].settle()
+            if tail is None:
+                for action in actions:  # noted by `_commit` below: out of the shared streams first
+                    self.jobs[action.job_id].settle()
             self._note_reasons(changed, plan.rejected, now)
+        if tail is not None:
+            self._note_tail(tail, text, snap, reasons, now)
+        else:
+            self._tail_seen = None
         for action in actions:
             self._commit(action, now)
         if actions:
@@ -276,12 +293,43 @@ class Controller:
         said.update(new)
         self._notes.note(self._notes.group(new), self.jobs, now)
 
+    def _note_tail(self, tail: Tail, text: str, snap: Snapshot, own: Mapping[str, str], now: float) -> None:
+        """Note `text` on every job of the plan's tail: the tail stream moves on (one entry) and only the jobs
+        new to it join, when the previous decision had a tail too and nothing broke the chain in between
+        (else the tail's jobs follow a new stream: a step per job, once).
+
+        The tail stream's jobs are exactly the previous tail's, less those that left it since (every one is
+        settled on its way out: `NoteStreams.left`): a job of this tail that does not follow the stream joined
+        the line since (the snapshot's journal), left the stream, or had a reason of its own in the last
+        plan -- unless the head moved back in line or the cluster changed, which start a new stream.
+        """
+        notes, said, pending, seen = self._notes, self._said, snap.pending_ids, self._tail_seen
+        stream = notes.tail
+        self._tail_seen = None
+        fresh = True
+        joining: list[str] = []
+        if (seen is not None and stream is not None and isinstance(pending, PendingIds)
+                and pending.origin is self._origin and pending.version == seen[0] + 1 and tail.key >= seen[1]
+                and tail.never is seen[2] and len(stream.log) == seen[3]):
+            of = notes.of
+            joining = [jid for jid in dict.fromkeys(chain(pending.joined, notes.left, seen[4]))
+                       if of.get(jid) is not stream and jid in tail]
+            fresh = stream.count + len(joining) != tail.size  # (cannot happen: then a new stream, to be safe)
+        if fresh:
+            joining = tail.members()
+        for jid in joining:
+            said.pop(jid, None)  # its latest decision's reason is the stream's
+        notes.follow_tail(text, joining, self.jobs, now, fresh=fresh)
+        assert notes.tail is not None
+        if isinstance(pending, PendingIds) and pending.origin is self._origin:
+            self._tail_seen = (pending.version, tail.key, tail.never, len(notes.tail.log), tuple(own))
+
     def snapshot(self) -> Snapshot:
         now = self.clock.now()
         self._service_clock.now = now
         views, clock = self._views, self._service_clock
         if len(views) != len(self.live):  # out of step (cannot happen through this class): rebuild
-            views = self._views = {jid: record.live_view(clock) for jid, record in self.live.items()}
+            views.reset({jid: record.live_view(clock) for jid, record in self.live.items()})
         elif self._stale:
             for jid in self._stale:
                 record = self.live.get(jid)
@@ -291,7 +339,7 @@ class Controller:
         return Snapshot(
             now=now,
             cluster=self.cluster,
-            jobs=MappingProxyType(dict(views)),
+            jobs=views.frozen(),
             free=MappingProxyType(dict(self.free)),
             free_total=self.free_total,
             held=MappingProxyType(dict(self._held)),
@@ -305,12 +353,12 @@ class Controller:
         Arrivals append in that order; only a job that goes back to pending (preempted, failed, backoff
         over) makes `_pending` sort again, once."""
         if not self._pending_sorted:
-            self._pending = dict.fromkeys(sorted(self._pending, key=self._position.__getitem__))
+            self._pending.reset(dict.fromkeys(sorted(self._pending.keys(), key=self._position.__getitem__)))
             self._pending_sorted = True
         pending, touched = self._pending, self._touched
         joined = frozenset(filter(pending.__contains__, touched))
         self._version += 1
-        ids = PendingIds(pending, self._origin, self._version, joined, frozenset(touched - joined))
+        ids = PendingIds(pending.frozen(), self._origin, self._version, joined, frozenset(touched - joined))
         touched.clear()
         return ids
 

@@ -11,7 +11,7 @@ job's record renders its part of the stream into its own log when read
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import compress, repeat
 from operator import is_, is_not
 from typing import Protocol
@@ -40,12 +40,16 @@ class NoteStreams:
     last entry (noted by a decision); a note from anywhere else settles it first.
     """
 
-    __slots__ = ("of", "start", "tips")
+    __slots__ = ("left", "of", "start", "tail", "tips")
 
     def __init__(self) -> None:
         self.of: dict[str, Stream] = {}  # job id -> the stream it follows
         self.start: dict[str, tuple[int, float]] = {}  # job id -> (its first entry's index, when it joined)
         self.tips: dict[str, Stream] = {}  # reason -> a stream whose last entry is that reason (joinable)
+        # The stream of the jobs behind the head of a strict line (`snapshot.Tail`): never joinable through
+        # `tips`, joined only by `follow_tail`; `left`: the jobs that stopped following it since last read.
+        self.tail: Stream | None = None
+        self.left: list[str] = []
 
     def why(self, job_id: str) -> str | None:
         """The job's latest reason if it follows a stream."""
@@ -59,6 +63,8 @@ class NoteStreams:
             return []
         index, since = self.start.pop(job_id)
         stream.count -= 1
+        if stream is self.tail:
+            self.left.append(job_id)
         log = stream.log
         entries = log[max(index, len(log) - keep):]
         if entries and len(log) - index <= keep:  # its first entry: when it joined (a stream's entry may be older)
@@ -107,6 +113,27 @@ class NoteStreams:
             stream.count += len(ids)
         if len(tips) > 64:  # streams nobody follows any more
             self.tips = {reason: s for reason, s in tips.items() if s.count}
+
+    def follow_tail(self, reason: str, joining: Iterable[str], records: Mapping[str, Settles], now: float,
+                    *, fresh: bool = False) -> None:
+        """The tail stream moves on to `reason` (one entry, none if it is its last already) and `joining` follow
+        it from now (each settled out of the stream it followed first). `fresh`: a new tail stream, for
+        `joining` alone. A joining job whose latest note is `reason` already renders no second entry
+        (`JobRecord.settle` skips repeats), as a decision would not note an unchanged reason."""
+        stream = self.tail
+        if stream is None or fresh:
+            stream = self.tail = Stream()
+        if not stream.log or stream.log[-1][1] != reason:
+            stream.log.append((now, reason))
+        of = self.of
+        joining = list(joining)
+        for jid in joining:
+            if jid in of:
+                records[jid].settle()
+        of.update(dict.fromkeys(joining, stream))
+        self.start.update(dict.fromkeys(joining, (len(stream.log) - 1, now)))
+        stream.count += len(joining)
+        self.left = []
 
     def group(self, new: dict[str, str]) -> dict[tuple[Stream | None, str], list[str]]:
         """Job id -> new reason, grouped by (the stream the job follows, new reason).

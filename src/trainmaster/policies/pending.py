@@ -56,7 +56,7 @@ class PendingLine:
         self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
         self.version = 0  # changes whenever `ids` does (a `Tail` reads the ids while they are unchanged)
 
-    def sync(self, snap: Snapshot, pending: tuple[str, ...] | list[str], memo: ClusterMemo) -> list[str]:
+    def sync(self, snap: Snapshot, pending: Sequence[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order (the line's own
         list, kept across decisions: read it, never change it)."""
         key_of = self.key_of

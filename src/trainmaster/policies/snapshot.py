@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from itertools import islice
 from types import MappingProxyType
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, overload
 
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cluster import Cluster
@@ -57,21 +57,58 @@ class JobView:
         return self.allocation.gpus(self.spec)
 
 
-class PendingIds(tuple[str, ...]):
+class PendingIds(Sequence[str]):
     """`Snapshot.pending_ids` as the controller hands them: with the ids that joined or left since its
     previous snapshot, so an index a policy keeps of the previous ids (`pending.PendingLine`) can follow
-    what changed instead of comparing every id."""
+    what changed instead of comparing every id. The ids come from a frozen source, read (once) on first
+    use: a policy that follows the journal never pays for them."""
 
-    origin: object  # whose snapshots these are (the versions count per origin)
-    version: int  # this snapshot's number
-    joined: frozenset[str]  # pending now, not (or maybe not) in snapshot `version - 1`
-    left: frozenset[str]  # not pending now, pending (or maybe not) in snapshot `version - 1`
+    __slots__ = ("_ids", "_source", "joined", "left", "origin", "version")
 
-    def __new__(cls, ids: Iterable[str], origin: object, version: int, joined: frozenset[str],
-                left: frozenset[str]) -> PendingIds:
-        self = super().__new__(cls, ids)
-        self.origin, self.version, self.joined, self.left = origin, version, joined, left
-        return self
+    def __init__(self, ids: Iterable[str], origin: object, version: int, joined: frozenset[str],
+                 left: frozenset[str]) -> None:
+        """`ids` must not change afterwards (a tuple, or a frozen mapping's keys)."""
+        self.origin = origin  # whose snapshots these are (the versions count per origin)
+        self.version = version  # this snapshot's number
+        self.joined = joined  # pending now, not (or maybe not) in snapshot `version - 1`
+        self.left = left  # not pending now, pending (or maybe not) in snapshot `version - 1`
+        self._source: Iterable[str] | None = ids
+        self._ids: tuple[str, ...] | None = None
+
+    def _all(self) -> tuple[str, ...]:
+        if self._ids is None:
+            assert self._source is not None
+            self._ids, self._source = tuple(self._source), None
+        return self._ids
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        source = self._source
+        return len(source) if isinstance(source, Sized) else len(self._all())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __contains__(self, job_id: object) -> bool:
+        source = self._source
+        return job_id in source if isinstance(source, Mapping) else job_id in self._all()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PendingIds):
+            other = other._all()
+        return self._all() == other if isinstance(other, tuple) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"PendingIds({self._all()!r})"
 
 
 class Stamped(Protocol):
@@ -167,7 +204,7 @@ class Snapshot:
     # Kept incrementally by the controller so a decision need not scan every job (None: derive them).
     free_total: Resources | None = None  # sum of `free`
     held: Mapping[str, Allocation] | None = None  # the allocation of every active job
-    pending_ids: tuple[str, ...] | None = None  # ids of the pending jobs, in `jobs` order
+    pending_ids: Sequence[str] | None = None  # ids of the pending jobs, in `jobs` order
 
 
 @dataclass(frozen=True)
