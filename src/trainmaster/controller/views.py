@@ -127,7 +127,7 @@ class Frozen(Mapping[str, _V]):
     def __init__(self, base: dict[str, _V], delta: dict[str, _V], gone: frozenset[str], size: int,
                  index: _Index) -> None:
         self._base, self._delta, self._gone, self._size, self._index = base, delta, gone, size, index
-        self._new = _new(base, delta, gone) if delta else []
+        self._new: list[str] | None = None if delta else []  # the keys that follow the base's (`_appended`)
         self._all: dict[str, _V] | None = None
 
     def __getitem__(self, key: str) -> _V:
@@ -157,7 +157,12 @@ class Frozen(Mapping[str, _V]):
         return self._size
 
     def __iter__(self) -> Iterator[str]:
-        return _keys(self._base, self._gone, self._new)
+        return _keys(self._base, self._gone, self._appended())
+
+    def _appended(self) -> list[str]:
+        if self._new is None:
+            self._new = _new(self._base, self._delta, self._gone)
+        return self._new
 
     def dict(self) -> dict[str, _V]:
         """The plain dict (built on first use)."""
@@ -186,6 +191,6 @@ class Frozen(Mapping[str, _V]):
 
     def order(self, keys: Iterable[str]) -> list[str]:
         """`keys` (all present) in this mapping's order, without a pass over every key."""
-        new = {key: i for i, key in enumerate(self._new)} if self._new else {}
+        new = {key: i for i, key in enumerate(self._appended())}
         index = self._index.get()
         return sorted(keys, key=lambda key: (1, new[key]) if key in new else (0, index[key]))

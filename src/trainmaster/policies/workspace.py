@@ -259,7 +259,7 @@ class Workspace:
             self.total_free = Resources()
             for r in self.free.values():
                 self.total_free = self.total_free + r
-        self.waits: dict[str, Wait] = {}  # why each blocked job waits
+        self.waits: dict[str, Wait] = {}  # why each blocked job waits (a `block_tail` segment's jobs aside)
         self.notes: dict[str, str] = {}  # what happened to a placed job, for people (never read by a hook)
         self.rejected: dict[str, str] = {}
         self.eta: dict[str, float] = {}
