@@ -43,7 +43,9 @@ def test_book_reads_as_a_dict_and_its_frozen_copies_as_the_dict_then() -> None:
         assert len(book) == len(plain) and (key in book) == (key in plain)
         if step % 37 == 0:
             copies.append((book.frozen(), dict(plain)))
-    assert book.dict() == plain and list(book.dict()) == list(plain) and book.keys() == list(plain)
+        if step % 500 == 0:
+            assert book.folded() == plain and list(book.folded()) == list(plain)
+    assert book.as_dict() == plain and list(book.as_dict()) == list(plain) and book.keys() == list(plain)
     for frozen, then in copies:  # every copy reads as the dict did when it was taken, in its order
         assert list(frozen) == list(then) and list(frozen.items()) == list(then.items())
         assert len(frozen) == len(then) and frozen == then
@@ -62,6 +64,7 @@ class Recorder:
     def __init__(self, cycle: Cycle) -> None:
         self.cycle = cycle
         self.name, self.interval, self.uses_models = cycle.name, cycle.interval, cycle.uses_models
+        self.reads_few_jobs = cycle.reads_few_jobs
         self.plans: list[Plan] = []
         self.at_once: list[list[str]] = []
 

@@ -80,6 +80,9 @@ class Controller:
         self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
         self._pending: Book[None] = Book()  # ids of the live jobs holding nothing
         self._top = 0  # the highest `_position` given yet (see `submit`)
+        # The policy looks up few jobs per decision (`Cycle.reads_few_jobs`): its snapshots' jobs are frozen
+        # books; any other gets a plain dict (lookups at C speed, one copy per decision).
+        self._few = getattr(policy, "reads_few_jobs", False) is True
         self._pending_sorted = True  # `_pending` is in `_position` order (see `_pending_ids`)
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
         self._touched: set[str] = set()  # ids that joined or left `_pending` since the last snapshot
@@ -339,7 +342,7 @@ class Controller:
         return Snapshot(
             now=now,
             cluster=self.cluster,
-            jobs=views.frozen(),
+            jobs=views.frozen() if self._few else MappingProxyType(views.folded()),
             free=MappingProxyType(dict(self.free)),
             free_total=self.free_total,
             held=MappingProxyType(dict(self._held)),

@@ -89,14 +89,20 @@ class Book(Generic[_V]):
         """The keys in dict order."""
         return list(_keys(self.base, self.gone, _new(self.base, self.delta, self.gone)))
 
-    def dict(self) -> dict[str, _V]:
+    def as_dict(self) -> dict[str, _V]:
         """A plain dict copy, in the order a dict kept the same way would have."""
         return _merged(self.base, self.delta, self.gone)
+
+    def folded(self) -> dict[str, _V]:
+        """The entries as one plain dict, made the base (one copy if anything changed): read it, never change it."""
+        if self.delta or self.gone:
+            self.reset(self.as_dict())
+        return self.base
 
     def frozen(self) -> Frozen[_V]:
         """A read-only copy of now: O(entries changed since the base), the base folded in when they grow."""
         if len(self.delta) + len(self.gone) > max(64, isqrt(16 * len(self.base))):
-            self.reset(self.dict())
+            self.reset(self.as_dict())
         return Frozen(self.base, dict(self.delta), frozenset(self.gone), self.size, self.index)
 
 
@@ -164,30 +170,30 @@ class Frozen(Mapping[str, _V]):
             self._new = _new(self._base, self._delta, self._gone)
         return self._new
 
-    def dict(self) -> dict[str, _V]:
+    def as_dict(self) -> dict[str, _V]:
         """The plain dict (built on first use)."""
         if self._all is None:
             self._all = _merged(self._base, self._delta, self._gone) if self._delta or self._gone else self._base
         return self._all
 
     def keys(self) -> KeysView[str]:
-        return self.dict().keys()
+        return self.as_dict().keys()
 
     def values(self) -> ValuesView[_V]:
-        return self.dict().values()
+        return self.as_dict().values()
 
     def items(self) -> ItemsView[str, _V]:
-        return self.dict().items()
+        return self.as_dict().items()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Frozen):
-            other = other.dict()
-        return self.dict() == other if isinstance(other, Mapping) else NotImplemented
+            other = other.as_dict()
+        return self.as_dict() == other if isinstance(other, Mapping) else NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Frozen({self.dict()!r})"
+        return f"Frozen({self.as_dict()!r})"
 
     def order(self, keys: Iterable[str]) -> list[str]:
         """`keys` (all present) in this mapping's order, without a pass over every key."""

@@ -149,6 +149,10 @@ class Cycle:
     # exactly as the phases would, and returns False (having changed nothing) where it cannot.
     from_line: LinePlace | None = None
     line: PendingLine | None = field(default=None, repr=False)  # cross-decision: the line `from_line` reads
+    # A hint to the controller, never a change to what is decided: True when a decision looks up only the jobs
+    # that changed and a few more (fifo's line), so a snapshot may hold a frozen book of the jobs
+    # (`controller.views.Frozen`: a Python call per lookup) instead of a copy of every one.
+    reads_few_jobs: bool = False
 
     def admit(self, snap: Snapshot, ws: Workspace) -> list[JobView]:
         """Phase 2: reject pending jobs that can never fit (with the reason); order the rest."""

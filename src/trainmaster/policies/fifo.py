@@ -7,4 +7,4 @@ from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min, he
 
 def make() -> Cycle:
     return Cycle(name="fifo", order=by_submit_time, size=current_or_min, place=place_in_order(strict=True),
-                 pending_only=True, from_line=head_of_line)
+                 pending_only=True, from_line=head_of_line, reads_few_jobs=True)
