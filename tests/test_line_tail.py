@@ -18,6 +18,7 @@ from trainmaster.controller.notes import NoteStreams, Settles
 from trainmaster.controller.views import Book, Frozen
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.events import Event, NodeLost, TaskFailed
+from trainmaster.core.job import simple_job
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.cycle import Cycle
@@ -174,3 +175,45 @@ def test_tail_reads_alike_from_the_line_and_from_the_views(every: int) -> None:
         assert isinstance(plan.reasons, Behind)
         assert dict(plan.reasons) == {jid: plan.reasons[jid] for jid in plan.reasons}
         assert all(jid in plan.waits for jid in plan.reasons) and "nope" not in plan.waits
+
+
+def resizing(controller: Controller, every: int) -> None:
+    """Every `every`-th wait swaps the spec of the latest pending job for a smaller fixed-size one
+    (`Controller.update`: the snapshot's journal lists it as changed)."""
+    engine, calls = controller.engine, [0]
+    wait = engine.wait
+
+    def resizing_wait(timeout: float | None) -> list[Event]:
+        events = list(wait(timeout))
+        calls[0] += 1
+        pending = sorted(jid for jid, r in controller.live.items() if r.state is JobState.PENDING)
+        if calls[0] % every == 0 and pending:
+            jid = pending[-1]
+            spec = controller.live[jid].spec
+            gpus = max(1, spec.min_gpus // 2)
+            controller.update(jid, simple_job(spec.name, gpus, queue=spec.queue))
+        return events
+
+    engine.wait = resizing_wait  # type: ignore[method-assign]
+
+
+def test_drf_shapes_follow_spec_changes_through_the_journal() -> None:
+    """drf's shapes (`PendingLine.reshape`) checked only for the jobs the journal names: the plans stay
+    those of the phases when pending jobs' specs change mid-run."""
+    workload = load_workload("synthetic:300:60", max_factor=1.0, seed=13)
+    runs = []
+    for fast in (True, False):
+        cycle = make_policy("drf")
+        assert isinstance(cycle, Cycle)
+        if not fast:
+            cycle.from_line = None
+        recorder = Recorder(cycle)
+        controller = Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder)
+        resizing(controller, 7)
+        controller.run()
+        runs.append(recorder.plans)
+        if fast:
+            line = cycle.line
+            assert line is not None and line.shaped
+    assert len(runs[0]) > 200 and runs[0] == runs[1]
+    assert [list(p.waits) for p in runs[0]] == [list(p.waits) for p in runs[1]]

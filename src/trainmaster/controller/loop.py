@@ -331,8 +331,10 @@ class Controller:
         now = self.clock.now()
         self._service_clock.now = now
         views, clock = self._views, self._service_clock
+        changed: frozenset[str] | None = frozenset(self._stale)  # (views rebuilt since the last snapshot)
         if len(views) != len(self.live):  # out of step (cannot happen through this class): rebuild
             views.reset({jid: record.live_view(clock) for jid, record in self.live.items()})
+            changed = None  # (any)
         elif self._stale:
             for jid in self._stale:
                 record = self.live.get(jid)
@@ -346,12 +348,12 @@ class Controller:
             free=MappingProxyType(dict(self.free)),
             free_total=self.free_total,
             held=MappingProxyType(dict(self._held)),
-            pending_ids=self._pending_ids(),
+            pending_ids=self._pending_ids(changed),
             models=MappingProxyType(dict(self.models)),
             queues=MappingProxyType(dict(self.queues)),
         )
 
-    def _pending_ids(self) -> PendingIds:
+    def _pending_ids(self, changed: frozenset[str] | None = None) -> PendingIds:
         """The pending ids in `_position` order, with those that joined or left since the last snapshot.
         Arrivals append in that order; only a job that goes back to pending (preempted, failed, backoff
         over) makes `_pending` sort again, once."""
@@ -361,7 +363,7 @@ class Controller:
         pending, touched = self._pending, self._touched
         joined = frozenset(filter(pending.__contains__, touched))
         self._version += 1
-        ids = PendingIds(pending.frozen(), self._origin, self._version, joined, frozenset(touched - joined))
+        ids = PendingIds(pending.frozen(), self._origin, self._version, joined, frozenset(touched - joined), changed)
         touched.clear()
         return ids
 

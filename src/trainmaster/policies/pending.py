@@ -39,8 +39,8 @@ class PendingLine:
     step with a snapshot's pending ids.
     """
 
-    __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "specs",
-                 "version")
+    __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "shaped_at",
+                 "specs", "version")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
@@ -52,6 +52,7 @@ class PendingLine:
         self.by_shape: dict[Shape, list[_Key]] = {}  # the line split by shape, each part in line order
         self.specs: dict[str, JobSpec] = {}  # the specs the shapes were taken from (`reshape`)
         self.shaped = False  # shapes are kept only once a decision asked for them (`reshape`)
+        self.shaped_at: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last shaped at
         self.seen: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last synced to
         self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
         self.version = 0  # changes whenever `ids` does (a `Tail` reads the ids while they are unchanged)
@@ -115,8 +116,19 @@ class PendingLine:
         return self.ids
 
     def reshape(self, snap: Snapshot, ids: list[str]) -> None:
-        """Shapes again if a pending job's spec changed since it joined (C-level check; `Controller.update`)."""
-        jobs = snap.jobs
+        """Shapes again if a pending job's spec changed since it joined (`Controller.update`): checks only the
+        jobs the snapshot's journal says changed when it follows the snapshot last shaped, else every job
+        (C-level)."""
+        jobs, pending = snap.jobs, snap.pending_ids
+        stamp = None
+        if isinstance(pending, PendingIds):
+            stamp = (pending.origin, pending.version)
+            if self.shaped and pending.changed is not None and self.shaped_at == (pending.origin, pending.version - 1):
+                kept = self.specs
+                if all(jobs[jid].spec is kept[jid] for jid in pending.changed if jid in kept):
+                    self.shaped_at = stamp
+                    return
+        self.shaped_at = stamp
         specs = dict(zip(ids, map(_SPEC, map(jobs.__getitem__, ids)), strict=True))
         if specs == self.specs and self.shaped:
             return

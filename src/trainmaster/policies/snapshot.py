@@ -63,15 +63,16 @@ class PendingIds(Sequence[str]):
     what changed instead of comparing every id. The ids come from a frozen source, read (once) on first
     use: a policy that follows the journal never pays for them."""
 
-    __slots__ = ("_ids", "_source", "joined", "left", "origin", "version")
+    __slots__ = ("_ids", "_source", "changed", "joined", "left", "origin", "version")
 
     def __init__(self, ids: Iterable[str], origin: object, version: int, joined: frozenset[str],
-                 left: frozenset[str]) -> None:
+                 left: frozenset[str], changed: frozenset[str] | None = None) -> None:
         """`ids` must not change afterwards (a tuple, or a frozen mapping's keys)."""
         self.origin = origin  # whose snapshots these are (the versions count per origin)
         self.version = version  # this snapshot's number
         self.joined = joined  # pending now, not (or maybe not) in snapshot `version - 1`
         self.left = left  # not pending now, pending (or maybe not) in snapshot `version - 1`
+        self.changed = changed  # jobs whose view (spec...) may differ from snapshot `version - 1`'s (None: any)
         self._source: Iterable[str] | None = ids
         self._ids: tuple[str, ...] | None = None
 
