@@ -96,6 +96,7 @@ class Controller:
         self.queues: dict[str, QueueSpec] = dict(queues or {})  # empty: one implicit queue
         self.listeners: list[Listener] = []
         self.report_sinks: list[ReportSink] = []
+        self.before_snapshot: list[Callable[[], None]] = []  # e.g. learning's deferred model refreshes
         self.last_plan = Plan(allocations={})
         self.cycles = 0
         self.last_cycle_at = float("-inf")
@@ -277,6 +278,8 @@ class Controller:
         self._notes.note(self._notes.group(new), self.jobs, now)
 
     def snapshot(self) -> Snapshot:
+        for hook in self.before_snapshot:
+            hook()
         now = self.clock.now()
         self._service_clock.now = now
         views, clock = self._views, self._service_clock

@@ -43,7 +43,7 @@ from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.waits import WaitKind
+from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, minimum
 
 RESTART_PENALTY_S = 60.0  # predicted seconds a resize costs a running job (restart delay and lost work)
@@ -61,6 +61,14 @@ def _take(need: Resources, free: list[int]) -> None:
     free[0] -= need.cpu
     free[1] -= need.memory
     free[2] -= need.gpu
+
+
+def _least(state: Mapping[str, _Job]) -> Resources:
+    """The smallest increment (per resource) any job may take: when even that does not fit, none does."""
+    needs = [step.need for st in state.values() for step in st.steps]
+    if not needs:
+        return Resources()
+    return Resources(min(n.cpu for n in needs), min(n.memory for n in needs), min(n.gpu for n in needs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +141,16 @@ class Optimus:
         node_gpus = max((n.capacity.gpu for n in snap.cluster.nodes), default=0)
         state: dict[str, _Job] = {}
         sizes: Sizes = {}
+        waits = ws.waits
+        misfits: dict[Resources, Wait] = {}  # one shared wait per minimum that did not fit (rendered once)
         for job in jobs:  # 1. minimums in arrival order
             need, steps = self._shape(job, total)
             if not _fits(need, free):
-                ws.block(job.id, WaitKind.GANG, f"optimus: minimum {need} does not fit ({ws.total_free} free)")
+                wait = misfits.get(need)
+                if wait is None:
+                    wait = misfits[need] = Wait(WaitKind.GANG,
+                                                f"optimus: minimum {need} does not fit ({ws.total_free} free)")
+                waits[job.id] = wait  # (`Workspace.block` with a shared `Wait`)
                 continue
             _take(need, free)
             worker = job.spec.roles[Role.WORKER]
@@ -152,7 +166,10 @@ class Optimus:
         heap: list[tuple[float, int, str, int, _Step]] = []
         for jid, st in state.items():
             self._push(heap, st, jid)
+        least = _least(state)
         while heap:  # 2. one increment at a time to the largest gain per dominant share
+            if not _fits(least, free):  # no increment fits any more (free only shrinks): the rest would fail
+                break
             _, _, jid, version, step = heapq.heappop(heap)
             st = state[jid]
             if version != st.version:
