@@ -82,6 +82,9 @@ class Learning:
         book, models = self.book, self.controller.models
         for job_type in self._stale:
             for jid, other in self._waiting.get(job_type, {}).items():
+                had = models.get(jid)
+                if had is not None and book.speed(book.learner(jid, other.spec)) == (had.speed, had.basis):
+                    continue  # (a prior that cannot predict yet: the same model; without reports nothing else moves)
                 models[jid] = book.model(jid, other.spec)
         self._stale.clear()
 
