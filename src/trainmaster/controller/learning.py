@@ -49,6 +49,8 @@ class Learning:
         self.controller = controller
         self.book = book or ModelBook()
         self._waiting: dict[str, dict[str, JobRecord]] = {}  # job type -> live jobs without own points
+        self._stale: dict[str, None] = {}  # job types whose waiting jobs' models `refresh` republishes
+        self.defer = True  # False: republish them at every report that teaches their type (the slow reference)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
@@ -56,14 +58,37 @@ class Learning:
         spec = record.spec
         key = (spec.job_type or "", book.learner(record.id, spec).form)
         before = book.priors.version.get(key)
-        book.observe(record.id, spec, report, record.allocation,
-                     gpu_type=one_gpu_type(self.controller.cluster, report.allocation or record.allocation, spec))
+        gpu_type = one_gpu_type(self.controller.cluster, report.allocation or record.allocation, spec)
+        if spec.job_type and spec.job_type in self._stale and gpu_type is not None \
+                and gpu_type not in book.pooled_types(spec.job_type):
+            self.refresh()  # (the type's GPU types are about to change: publish what they were)
+        book.observe(record.id, spec, report, record.allocation, gpu_type=gpu_type)
         self.controller.models[record.id] = book.model(record.id, spec)
-        waiting = self._waiting.get(spec.job_type, {}) if spec.job_type else {}
+        job_type = spec.job_type
+        waiting = self._waiting.get(job_type, {}) if job_type else {}
         waiting.pop(record.id, None)  # it has points of its own now
-        if waiting and book.priors.version.get(key) != before:  # its type learned: refresh the siblings
-            for jid, other in waiting.items():
-                self.controller.models[jid] = book.model(jid, other.spec)
+        if job_type and waiting and book.priors.version.get(key) != before:  # its type learned: refresh the siblings
+            if self.defer and len(book.pooled_types(job_type)) < 2:
+                # Deferred to the next snapshot: until then only the prior changes their models (it only
+                # grows by reports like this one), so one refresh equals every eager one (O(waiting) each).
+                self._stale[job_type] = None
+            else:  # (their relative GPU speeds follow every report of the type: refresh now)
+                self._stale.pop(job_type, None)
+                for jid, other in waiting.items():
+                    self.controller.models[jid] = book.model(jid, other.spec)
+
+    def refresh(self) -> None:
+        """Republish the models of the waiting jobs whose type's prior learned (before each snapshot)."""
+        if not self._stale:
+            return
+        book, models = self.book, self.controller.models
+        for job_type in self._stale:
+            for jid, other in self._waiting.get(job_type, {}).items():
+                had = models.get(jid)
+                if had is not None and book.speed(book.learner(jid, other.spec)) == (had.speed, had.basis):
+                    continue  # (a prior that cannot predict yet: the same model; without reports nothing else moves)
+                models[jid] = book.model(jid, other.spec)
+        self._stale.clear()
 
     def on_event(self, what: str, record: JobRecord) -> None:
         """Listener: publish a prior model for new jobs; forget ended ones."""
@@ -83,4 +108,5 @@ def attach_learning(controller: Controller, book: ModelBook | None = None) -> Le
     learning = Learning(controller, book)
     controller.report_sinks.append(learning)
     controller.listeners.append(learning.on_event)
+    controller.before_snapshot.append(learning.refresh)
     return learning

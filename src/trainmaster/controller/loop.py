@@ -105,6 +105,7 @@ class Controller:
         self.queues: dict[str, QueueSpec] = dict(queues or {})  # empty: one implicit queue
         self.listeners: list[Listener] = []
         self.report_sinks: list[ReportSink] = []
+        self.before_snapshot: list[Callable[[], None]] = []  # e.g. learning's deferred model refreshes
         self.last_plan = Plan(allocations={})
         self.cycles = 0
         self.last_cycle_at = float("-inf")
@@ -328,6 +329,8 @@ class Controller:
             self._tail_seen = (pending.version, tail.key, tail.never, len(notes.tail.log), tuple(own))
 
     def snapshot(self) -> Snapshot:
+        for hook in self.before_snapshot:
+            hook()
         now = self.clock.now()
         self._service_clock.now = now
         views, clock = self._views, self._service_clock

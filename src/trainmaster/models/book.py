@@ -167,6 +167,7 @@ class ModelBook:
         self.priors = TypePriors()
         self.type_rates: dict[str, TypeRates] = {}  # job type -> its jobs' speeds per GPU type
         self._speed: dict[str, tuple[SpeedPredictor | None, str]] = {}
+        self._speed_tag: dict[str, tuple[int, int | None]] = {}  # job -> (its version, its prior's) of `_speed`
 
     def learner(self, job_id: str, spec: JobSpec) -> JobLearner:
         found = self.learners.get(job_id)
@@ -194,13 +195,21 @@ class ModelBook:
         """Drop a finished job's learner; its rows stay in its type's prior."""
         self.learners.pop(job_id, None)
         self._speed.pop(job_id, None)
+        self._speed_tag.pop(job_id, None)
 
     def speed(self, learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
         cached = self._speed.get(learner.job_id)
         if cached is not None and cached[1] == "own fit":  # the others change as the type's prior learns
             return cached
+        # The others follow the job's reports and its type's prior only: kept while neither changed (a
+        # prior that learns republishes every sibling's model; most of them have no reports of their own).
+        job_type = learner.spec.job_type if self.use_priors else None
+        tag = (learner.version, self.priors.version.get((job_type, learner.form)) if job_type else None)
+        if cached is not None and self._speed_tag.get(learner.job_id) == tag:
+            return cached
         out = self._fit_speed(learner)
         self._speed[learner.job_id] = out
+        self._speed_tag[learner.job_id] = tag
         return out
 
     def _fit_speed(self, learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
@@ -248,6 +257,11 @@ class ModelBook:
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner), goodput=goodput)
+
+    def pooled_types(self, job_type: str) -> frozenset[str]:
+        """The GPU types its job type's reports ran on (what a job without reports takes `type_speed` from)."""
+        rates = self.type_rates.get(job_type) if self.use_priors else None
+        return rates.types if rates is not None else frozenset()
 
     def type_speed(self, learner: JobLearner) -> Mapping[str, float]:
         """Relative speed per GPU type from the job's own reports, else its job type's; empty below two types."""

@@ -193,16 +193,20 @@ class TypeRates:
     def __init__(self) -> None:
         self.rows: dict[Config, dict[str, tuple[float, int]]] = {}  # config -> type -> (mean steps/s, reports)
         self.version = 0
+        self._types: frozenset[str] = frozenset()  # every type in `rows` (read per model: kept, not rebuilt)
 
     def add(self, c: Config, gpu_type: str, steps_per_s: float) -> None:
         per_type = self.rows.setdefault(c, {})
         mean, n = per_type.get(gpu_type, (0.0, 0))
         per_type[gpu_type] = (mean + (steps_per_s - mean) / (n + 1), n + 1)
         self.version += 1
+        if gpu_type not in self._types:
+            self._types = self._types | {gpu_type}
 
     @property
     def types(self) -> frozenset[str]:
-        return frozenset(t for per_type in self.rows.values() for t in per_type)
+        """The GPU types seen (`add` is the only writer of `rows`)."""
+        return self._types
 
 
 def relative_speeds(rates: TypeRates | None, prior: Mapping[str, float] = GENERIC_TYPE_SPEED) -> dict[str, float]:

@@ -60,8 +60,10 @@ def shrink_for_pending(strict: bool = True, load_line: float = LOAD_LINE) -> Siz
 
     def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
         sizes = current_or_min(snap, jobs, ws)
-        book = ws.book
         elastic = [j for j in jobs if j.active and j.spec.elastic and j.spec.kind is JobKind.TRAINING]
+        if not elastic:  # nothing to shrink: the passes below would only count what fits (O(pending) for naught)
+            return sizes
+        book = ws.book
         free = ws.total_free
         pending = sorted((j for j in jobs if j.pending),
                          key=lambda j: (j.spec.kind is not JobKind.SERVICE, *book.fair_key(j)))

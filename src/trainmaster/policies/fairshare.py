@@ -14,15 +14,17 @@ backfill in phase 5 may still start some); otherwise anything that fits starts
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 
 from trainmaster.core.job import Role
+from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import PlaceHook
 from trainmaster.policies.queuebook import QueueBook
 from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
-from trainmaster.policies.waits import WaitKind
-from trainmaster.policies.workspace import Workspace
+from trainmaster.policies.waits import Wait, WaitKind
+from trainmaster.policies.workspace import Workspace, demand, room_wait
 
 
 def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
@@ -50,15 +52,17 @@ def fair_place(strict: bool) -> PlaceHook:
                 try_place(ws, job, want)
         pending = [j for j in jobs if j.pending and j.id in sizes]
         head: JobView | None = None
-        groups = fair_sequence(book, pending)
+        groups = [deque(g) for g in fair_sequence(book, pending)]
+        queues = bool(ws.snap.queues)  # (as `try_place` reads it)
+        rooms: dict[tuple[Resources, int, Resources], Wait] = {}  # one shared wait per gang that did not fit
         while groups:
             if len(groups) > 1:
                 groups.sort(key=lambda g: book.fair_key(g[0]))
-            job = groups[0].pop(0)
+            job = groups[0].popleft()
             if not groups[0]:
                 groups.pop(0)
             want = sizes[job.id]
-            never = book.never_within_quota(job)
+            never = book.never_within_quota(job) if book.queues else None
             if never:
                 ws.rejected[job.id] = never
                 continue
@@ -66,6 +70,19 @@ def fair_place(strict: bool) -> PlaceHook:
                 ws.block_behind(job.id, head.id)
                 blocked.append(job)
                 continue
+            if not queues and job.id not in ws.allocations:  # `try_place`'s first test, for a job holding nothing
+                need = demand(job.spec, want)
+                free = ws.total_free
+                if not need.fits_in(free):  # it waits for room (the shared wait `block_for_room` would make)
+                    key = (need, sum(want.values()), free)
+                    wait = rooms.get(key)
+                    if wait is None:
+                        wait = rooms[key] = room_wait(job.spec, want, free)
+                    ws.waits[job.id] = wait
+                    blocked.append(job)
+                    if strict:
+                        head = job
+                    continue
             result = try_place(ws, job, want)
             if isinstance(result, str):
                 ws.block(job.id, WaitKind.QUOTA, result)

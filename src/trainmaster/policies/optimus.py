@@ -43,7 +43,7 @@ from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.waits import WaitKind
+from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, minimum
 
 RESTART_PENALTY_S = 60.0  # predicted seconds a resize costs a running job (restart delay and lost work)
@@ -61,6 +61,14 @@ def _take(need: Resources, free: list[int]) -> None:
     free[0] -= need.cpu
     free[1] -= need.memory
     free[2] -= need.gpu
+
+
+def _least(state: Mapping[str, _Job]) -> Resources:
+    """The smallest increment (per resource) any job may take: when even that does not fit, none does."""
+    needs = [step.need for st in state.values() for step in st.steps]
+    if not needs:
+        return Resources()
+    return Resources(min(n.cpu for n in needs), min(n.memory for n in needs), min(n.gpu for n in needs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,26 +141,38 @@ class Optimus:
         node_gpus = max((n.capacity.gpu for n in snap.cluster.nodes), default=0)
         state: dict[str, _Job] = {}
         sizes: Sizes = {}
+        waits, models = ws.waits, snap.models
+        misfits: dict[Resources, Wait] = {}  # one shared wait per minimum that did not fit (rendered once)
         for job in jobs:  # 1. minimums in arrival order
             need, steps = self._shape(job, total)
             if not _fits(need, free):
-                ws.block(job.id, WaitKind.GANG, f"optimus: minimum {need} does not fit ({ws.total_free} free)")
+                wait = misfits.get(need)
+                if wait is None:
+                    wait = misfits[need] = Wait(WaitKind.GANG,
+                                                f"optimus: minimum {need} does not fit ({ws.total_free} free)")
+                waits[job.id] = wait  # (`Workspace.block` with a shared `Wait`)
                 continue
             _take(need, free)
+            model = models.get(job.id)
             worker = job.spec.roles[Role.WORKER]
             ps_spec = job.spec.roles.get(Role.PS)
+            if model is None or model.speed is None or model.remaining is None:  # it cannot predict: minimum
+                sizes[job.id] = {Role.WORKER: worker.min, Role.PS: ps_spec.min} if ps_spec \
+                    else {Role.WORKER: worker.min}
+                continue
             per_node = max(1, node_gpus // worker.resources.gpu) if worker.resources.gpu else 1 << 30
             current = (job.count(Role.WORKER), job.count(Role.PS)) if job.active and job.allocation else None
-            st = _Job(job, snap.models.get(job.id), worker.min,
-                      ps_spec.min if ps_spec else 0, per_node, current, self.restart_penalty,
-                      worker.max, ps_spec.max if ps_spec else 0)
-            if st.model is not None and st.model.speed is not None and st.model.remaining is not None:
-                st.steps = list(steps)
+            st = _Job(job, model, worker.min, ps_spec.min if ps_spec else 0, per_node, current,
+                      self.restart_penalty, worker.max, ps_spec.max if ps_spec else 0, list(steps))
             state[job.id] = st
+            sizes[job.id] = {}  # (its place in arrival order; its size once the greedy is done)
         heap: list[tuple[float, int, str, int, _Step]] = []
         for jid, st in state.items():
             self._push(heap, st, jid)
+        least = _least(state)
         while heap:  # 2. one increment at a time to the largest gain per dominant share
+            if not _fits(least, free):  # no increment fits any more (free only shrinks): the rest would fail
+                break
             _, _, jid, version, step = heapq.heappop(heap)
             st = state[jid]
             if version != st.version:
@@ -170,16 +190,16 @@ class Optimus:
             if Role.PS in st.view.spec.roles:
                 sizes[jid][Role.PS] = st.ps
             model = st.model
-            if model is not None and model.speed is not None and model.remaining is not None:
-                left = st.remaining(st.workers, st.ps)
-                ws.note(jid, f"optimus: {st.workers} worker(s)" + (f", {st.ps} ps" if st.ps else "")
-                        + f", predicted {left:,.0f}s left ({model.basis})")
+            assert model is not None
+            left = st.remaining(st.workers, st.ps)
+            ws.note(jid, f"optimus: {st.workers} worker(s)" + (f", {st.ps} ps" if st.ps else "")
+                    + f", predicted {left:,.0f}s left ({model.basis})")
         return sizes
 
     def _shape(self, job: JobView, total: Resources) -> tuple[Resources, tuple[_Step, ...]]:
         """A job's minimum and its kinds of increment, cached per job (specs never change)."""
         cached = self._shapes.get(job.id)
-        if cached is not None and cached[0] is job.spec and cached[1] == total:
+        if cached is not None and cached[0] is job.spec and (cached[1] is total or cached[1] == total):
             return cached[2], cached[3]
         worker = job.spec.roles[Role.WORKER]
         ps_spec = job.spec.roles.get(Role.PS)
@@ -221,22 +241,35 @@ class Optimus:
         A job that does not fit at its size (fragmentation) tries its minimum before waiting.
         """
         blocked: list[JobView] = []
-        keep = [j for j in jobs if j.id in sizes and j.active and j.allocation
-                and all(j.count(r) == n for r, n in sizes[j.id].items())]
-        kept = {j.id for j in keep}
-        rest = [j for j in jobs if j.id in sizes and j.id not in kept]
-        for job in keep + rest:
-            want = sizes[job.id]
-            if ws.place(job, want) is not None:
-                continue
-            least = minimum(job.spec)
-            if least != dict(want) and ws.place(job, least) is not None:
-                asked = ", ".join(f"{n} {r.value}" for r, n in want.items())
-                ws.note(job.id, f"optimus: placed at its minimum; {asked} is too fragmented")
-                continue
-            ws.block_for_room(job, least)
-            blocked.append(job)
+        keep: list[JobView] = []
+        rest: list[JobView] = []
+        for j in jobs:
+            want = sizes.get(j.id)
+            if want is not None:
+                alloc = j.allocation
+                fixed = j.active and alloc and all(alloc.count(r) == n for r, n in want.items())
+                (keep if fixed else rest).append(j)
+        for job in keep:
+            if ws.fits(job, job.allocation):  # `Workspace.place`'s first choice, without asking twice
+                ws.assign(job, job.allocation)
+            else:
+                self._place(job, sizes[job.id], ws, blocked)
+        for job in rest:
+            self._place(job, sizes[job.id], ws, blocked)
         return blocked
+
+    @staticmethod
+    def _place(job: JobView, want: Mapping[Role, int], ws: Workspace, blocked: list[JobView]) -> None:
+        """Place at its size, else at its minimum (fragmentation), else it waits (added to `blocked`)."""
+        if ws.place(job, want) is not None:
+            return
+        least = minimum(job.spec)
+        if least != dict(want) and ws.place(job, least) is not None:
+            asked = ", ".join(f"{n} {r.value}" for r, n in want.items())
+            ws.note(job.id, f"optimus: placed at its minimum; {asked} is too fragmented")
+            return
+        ws.block_for_room(job, least)
+        blocked.append(job)
 
 
 def make() -> Optimus:
