@@ -30,11 +30,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from itertools import islice, repeat
+from operator import attrgetter, le
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, Role
 from trainmaster.core.resources import Resources
-from trainmaster.policies.cycle import AfterHook
+from trainmaster.policies.cycle import AfterHook, GangKey, gang_key
 from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.waits import WaitKind
@@ -42,6 +44,7 @@ from trainmaster.policies.workspace import Workspace, demand
 
 MIN_RUNTIME = 600.0
 
+_ID = attrgetter("id")
 SERVICE, PRIORITY, RECLAIM, RANK = "service", "priority", "reclaim", "rank"  # how a victim may be evicted
 
 
@@ -140,6 +143,9 @@ class VictimRule(ABC):
     put_back = False  # put back victims the claimant did not need, right after it is placed
     migrate = False  # place the victims still out again, wherever they fit, after every claimant
     quota_aware = False  # place claimants within hard quotas (`queues.try_place`)
+    # True: what a later claimant could free for itself is never more, node by node, than what an earlier
+    # one could (`LowerRank`), so a one-role gang that could not start is not tried again (`cycle.gang_key`).
+    monotone = False
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
@@ -162,6 +168,7 @@ class LowerRank(VictimRule):
     claimants come in rank order, so what is held below the current one only shrinks."""
 
     migrate = True
+    monotone = True  # what holders ranked after the claimant and the free capacity add up to only shrinks
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -175,6 +182,9 @@ class LowerRank(VictimRule):
         return self.ws.rank.get(jid, self.last)
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
+        ranks = list(map(self.ws.rank.get, map(_ID, blocked), repeat(self.last)))
+        if all(map(le, ranks, islice(ranks, 1, None))):  # (the place phase blocks them in rank order)
+            return blocked
         return sorted(blocked, key=lambda j: self._rank(j.id))
 
     def room(self, claimant: JobView) -> Resources | None:
@@ -279,9 +289,20 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     """The one preemption (module doc): the jobs still blocked after it."""
     still: list[JobView] = []
     out: list[JobView] = []  # victims still out
+    lost: set[GangKey] = set()  # `monotone` rules: gangs a claimant could not start even by evicting
     for claimant in rule.claimants(blocked):
+        key = None
+        if rule.monotone and not claimant.allocation:
+            want = ws.want.get(claimant.id)
+            if want is not None and claimant.id not in ws.allocations and claimant.id not in ws.rejected:
+                key = gang_key(claimant.spec, want)
+                if key in lost:
+                    still.append(claimant)
+                    continue
         evicted = _evict_for(rule, ws, claimant)
         if evicted is None:
+            if key is not None:
+                lost.add(key)
             still.append(claimant)
             continue
         if evicted:
