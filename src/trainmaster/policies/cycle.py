@@ -78,11 +78,11 @@ def gang_key(spec: JobSpec, want: Mapping[Role, int]) -> GangKey | None:
     return (spec.transient, spec.require_gpu_types, role, spec.roles[role].resources, n)
 
 
-def place_in_order(strict: bool) -> PlaceHook:
+def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
-    A pending job whose gang (`gang_key`) did not fit, with nothing placed or released since, waits
-    with the same wait without a search: most of a long line, on a busy cluster.
+    `skip_misfits`: a pending job whose gang (`gang_key`) did not fit, with nothing placed or released
+    since, waits with the same wait without a search (most of a long line, on a busy cluster).
     """
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
@@ -101,7 +101,7 @@ def place_in_order(strict: bool) -> PlaceHook:
             held = ws.allocations.get(job.id)
             if held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
-            key = None if held or job.allocation else gang_key(job.spec, want)
+            key = None if held or job.allocation or not skip_misfits else gang_key(job.spec, want)
             if key is not None:
                 seen = failed.get(key)
                 if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)

@@ -146,6 +146,7 @@ class VictimRule(ABC):
     # True: what a later claimant could free for itself is never more, node by node, than what an earlier
     # one could (`LowerRank`), so a one-role gang that could not start is not tried again (`cycle.gang_key`).
     monotone = False
+    shortcuts = True  # False: every claimant is tried in full (the reference the shortcuts must plan like)
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
@@ -218,6 +219,11 @@ class QueueRules(VictimRule):
         self.ws, self.min_runtime = ws, min_runtime
         self.holders = _Holders(ws.snap, ws, indexed)
 
+    def room(self, claimant: JobView) -> Resources | None:
+        """Nothing when no holder may be evicted for the claimant (it then cannot start); else unknown."""
+        quota_blocked = self.ws.kind(claimant.id) is WaitKind.QUOTA
+        return None if self.holders.candidates(claimant, quota_blocked) else Resources()
+
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         ws, snap = self.ws, self.ws.snap
         quota_blocked = ws.kind(claimant.id) is WaitKind.QUOTA
@@ -249,16 +255,29 @@ def _place(rule: VictimRule, ws: Workspace, job: JobView, want: dict[Role, int])
     return alloc is not None
 
 
-def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView) -> list[tuple[JobView, Allocation, str]] | None:
-    """Serve one claimant: the victims it evicted (empty: it fit as is), or None when it cannot start."""
+def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey | None,
+               misfits: dict[GangKey, Resources]) -> list[tuple[JobView, Allocation, str]] | None:
+    """Serve one claimant: the victims it evicted (empty: it fit as is), or None when it cannot start.
+
+    `key`: the claimant's `gang_key` where its placement depends on free capacity alone (else None);
+    `misfits`: such gangs that did not fit as things stood, with the free total then (the same object:
+    nothing moved since), so a claimant with nobody to evict is not searched for again.
+    """
     want = ws.want.get(claimant.id)
     if want is None or claimant.id in ws.allocations or claimant.id in ws.rejected:
         return None
     room = rule.room(claimant)
     if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
         return None
+    misfit = key is not None and misfits.get(key) is ws.total_free
+    if rule.shortcuts and room is not None and room.is_zero() and (misfit or not rule.try_first):
+        # Nobody to evict: it starts as is (known not to fit) or not at all.
+        rule.settled(claimant, [], False)
+        return None
     trial = ws.trial()
-    placed = rule.try_first and _place(rule, ws, claimant, dict(want))
+    placed = rule.try_first and not misfit and _place(rule, ws, claimant, dict(want))
+    if rule.try_first and not placed and key is not None:
+        misfits[key] = ws.total_free
     evicted: list[tuple[JobView, Allocation, str]] = []
     if not placed:
         for victim, kind in rule.candidates(claimant):
@@ -290,18 +309,20 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     still: list[JobView] = []
     out: list[JobView] = []  # victims still out
     lost: set[GangKey] = set()  # `monotone` rules: gangs a claimant could not start even by evicting
+    misfits: dict[GangKey, Resources] = {}  # gangs that did not fit as is (`_evict_for`)
+    keyed = rule.shortcuts and not (rule.quota_aware and ws.snap.queues)  # (quotas: more than the gang)
     for claimant in rule.claimants(blocked):
         key = None
-        if rule.monotone and not claimant.allocation:
+        if keyed and not claimant.allocation:
             want = ws.want.get(claimant.id)
             if want is not None and claimant.id not in ws.allocations and claimant.id not in ws.rejected:
                 key = gang_key(claimant.spec, want)
-                if key in lost:
+                if key is not None and key in lost:
                     still.append(claimant)
                     continue
-        evicted = _evict_for(rule, ws, claimant)
+        evicted = _evict_for(rule, ws, claimant, key, misfits)
         if evicted is None:
-            if key is not None:
+            if key is not None and rule.monotone:
                 lost.add(key)
             still.append(claimant)
             continue
