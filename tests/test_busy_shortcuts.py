@@ -79,11 +79,12 @@ def test_with_hard_quotas_plan_alike(monkeypatch: pytest.MonkeyPatch) -> None:
                     replay(workload, preset, False, monkeypatch, QUEUES))
 
 
-def test_gang_key_only_for_one_role_gangs() -> None:
-    workload = load_workload("ps:4:1", seed=1)
-    spec = workload.jobs[0].spec
-    assert len(spec.roles) > 1
-    want = {role: s.min for role, s in spec.roles.items()}
-    assert cycle_module.gang_key(spec, want) is None
-    one = next(iter(want))
-    assert cycle_module.gang_key(spec, {one: want[one]}) is not None
+def test_gang_key_only_for_one_role_gangs_placed_by_free_capacity_alone() -> None:
+    spec = load_workload("ps:4:1", seed=1).jobs[0].spec
+    assert len(spec.roles) > 1 and spec.anchored
+    want = {role: 2 for role in spec.roles}
+    assert cycle_module.gang_key(spec, want, False) is None  # several roles
+    one = {next(iter(want)): 2}
+    assert cycle_module.gang_key(spec, one, True) is None  # anchors on on-demand nodes of a mixed cluster
+    assert cycle_module.gang_key(spec, one, False) is not None
+    assert cycle_module.gang_key(spec, {next(iter(want)): 3}, False) != cycle_module.gang_key(spec, one, False)

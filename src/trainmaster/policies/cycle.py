@@ -22,7 +22,7 @@ from operator import attrgetter
 from time import perf_counter
 from types import MappingProxyType
 
-from trainmaster.core.job import JobSpec, Role
+from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
 from trainmaster.policies.objectives import apply_objectives
 from trainmaster.policies.pending import PendingLine
@@ -40,6 +40,7 @@ LinePlace = Callable[[Snapshot, list[str], PendingLine, Workspace], bool]  # `Cy
 
 
 _SUBMIT_ORDER = attrgetter("submit_time", "id")
+_ID = attrgetter("id")
 
 
 def by_submit_time(snap: Snapshot) -> list[JobView]:
@@ -66,16 +67,18 @@ def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
 GangKey = tuple[object, ...]
 
 
-def gang_key(spec: JobSpec, want: Mapping[Role, int]) -> GangKey | None:
+def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | None:
     """What finding room for a one-role gang that holds nothing depends on besides free capacity; None for
-    other gangs (several roles, anchors on on-demand nodes). Whether such a gang fits only grows with the
-    free capacity of every node (a single node, or a greedy fill counting whole tasks per node)."""
+    other gangs (several roles, anchors on on-demand nodes where `mixed`: `ClusterTraits.mixed`). Whether
+    such a gang fits only grows with the free capacity of every node (a single node, or a greedy fill
+    counting whole tasks per node)."""
     if len(want) != 1:
         return None
     ((role, n),) = want.items()
-    if n > 1 and spec.anchored:
+    if n > 1 and mixed and spec.anchored:  # (`workspace.anchored`)
         return None
-    return (spec.transient, spec.require_gpu_types, role, spec.roles[role].resources, n)
+    r = spec.roles[role].resources  # (plain values: C-level hashing)
+    return (spec.transient is TransientUse.NEVER, spec.require_gpu_types, role, r.cpu, r.memory, r.gpu, n)
 
 
 def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
@@ -90,6 +93,7 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
         blocked: list[JobView] = []
         head: JobView | None = None
         failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
+        mixed = skip_misfits and ws.memo.traits.mixed
         for job in jobs:
             want = sizes.get(job.id)
             if want is None:
@@ -101,7 +105,7 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
             held = ws.allocations.get(job.id)
             if held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
-            key = None if held or job.allocation or not skip_misfits else gang_key(job.spec, want)
+            key = None if held or job.allocation or not skip_misfits else gang_key(job.spec, want, mixed)
             if key is not None:
                 seen = failed.get(key)
                 if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)
@@ -239,7 +243,7 @@ class Cycle:
         seen = _pending_only(snap) if pending_only and not self.preemptive else snap
         t1 = clock()
         jobs = self.admit(seen, ws)  # 2. admit: reject what never fits, order the rest
-        ws.rank = {job.id: i for i, job in enumerate(jobs)}
+        ws.rank = dict(zip(map(_ID, jobs), range(len(jobs)), strict=True))  # (C-level: every live job)
         t2 = clock()
         sizes = apply_objectives(seen, jobs, self.size(seen, jobs, ws), ws)  # 3. size (then budgets, deadlines)
         ws.want = dict(sizes)

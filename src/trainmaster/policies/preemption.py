@@ -45,6 +45,8 @@ from trainmaster.policies.workspace import Workspace, demand
 MIN_RUNTIME = 600.0
 
 _ID = attrgetter("id")
+_SPEC = attrgetter("spec")
+_CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 SERVICE, PRIORITY, RECLAIM, RANK = "service", "priority", "reclaim", "rank"  # how a victim may be evicted
 
 
@@ -173,11 +175,18 @@ class LowerRank(VictimRule):
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self.last = len(ws.rank)
-        self.holders = sorted(ws.allocations, key=self._rank)  # victims come off the end
-        self.held = {jid: ws.allocations[jid].resources(ws.snap.jobs[jid].spec) for jid in self.holders}
-        self.below = sum(self.held.values(), start=Resources())  # held by holders[cursor:end]
-        self.cursor, self.end, self.k = 0, len(self.holders), len(self.holders)
+        rank = ws.rank
+        self.last = len(rank)
+        allocations = ws.allocations
+        # Victims come off the end. (C-level key when every holder is ranked, as in a full pass.)
+        ranked = len(rank.keys() & allocations.keys()) == len(allocations)
+        self.holders = sorted(allocations, key=rank.__getitem__ if ranked else self._rank)
+        jobs = ws.snap.jobs
+        held = list(map(Allocation.resources, map(allocations.__getitem__, self.holders),
+                        map(_SPEC, map(jobs.__getitem__, self.holders))))
+        self.held = dict(zip(self.holders, held, strict=True))
+        self.below = Resources(sum(map(_CPU, held)), sum(map(_MEMORY, held)), sum(map(_GPU, held)))
+        self.cursor, self.end, self.k = 0, len(self.holders), len(self.holders)  # below: held by [cursor:end]
 
     def _rank(self, jid: str) -> int:
         return self.ws.rank.get(jid, self.last)
@@ -190,9 +199,15 @@ class LowerRank(VictimRule):
 
     def room(self, claimant: JobView) -> Resources | None:
         mine = self._rank(claimant.id)
-        while self.cursor < self.end and self._rank(self.holders[self.cursor]) <= mine:
-            self.below = self.below - self.held[self.holders[self.cursor]]
-            self.cursor += 1
+        cursor, end, holders, rank, last = self.cursor, self.end, self.holders, self.ws.rank, self.last
+        while cursor < end and rank.get(holders[cursor], last) <= mine:
+            cursor += 1
+        if cursor > self.cursor:
+            passed = list(map(self.held.__getitem__, islice(holders, self.cursor, cursor)))
+            below = self.below
+            self.below = Resources(below.cpu - sum(map(_CPU, passed)), below.memory - sum(map(_MEMORY, passed)),
+                                   below.gpu - sum(map(_GPU, passed)))
+            self.cursor = cursor
         return self.below
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
@@ -311,12 +326,13 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     lost: set[GangKey] = set()  # `monotone` rules: gangs a claimant could not start even by evicting
     misfits: dict[GangKey, Resources] = {}  # gangs that did not fit as is (`_evict_for`)
     keyed = rule.shortcuts and not (rule.quota_aware and ws.snap.queues)  # (quotas: more than the gang)
+    mixed = keyed and ws.memo.traits.mixed
     for claimant in rule.claimants(blocked):
         key = None
         if keyed and not claimant.allocation:
             want = ws.want.get(claimant.id)
             if want is not None and claimant.id not in ws.allocations and claimant.id not in ws.rejected:
-                key = gang_key(claimant.spec, want)
+                key = gang_key(claimant.spec, want, mixed)
                 if key is not None and key in lost:
                     still.append(claimant)
                     continue

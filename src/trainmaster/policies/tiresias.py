@@ -59,6 +59,7 @@ class TiresiasOrder:
         self.threshold = threshold
         self.starvation = starvation
         self.entries: dict[str, _Entry] = {}
+        self.low: set[str] = set()  # the ids of the entries in Q1 (`next_change` looks at those alone)
         self.partial = False  # True: `snap` holds only some of the live jobs, keep the others' entries
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
@@ -67,6 +68,7 @@ class TiresiasOrder:
         if not self.partial:
             for jid in entries.keys() - snap.jobs.keys():  # (a C-level difference: few jobs leave at a time)
                 del entries[jid]
+                self.low.discard(jid)
         for job in snap.jobs.values():
             e = entries.get(job.id)
             if e is None:
@@ -81,12 +83,14 @@ class TiresiasOrder:
                     gpus = job.gpus if job.active else 0
                     e.queue, e.entered = 1, now - over / gpus if gpus else now
                     e.rekey(job)
+                    self.low.add(job.id)
             elif self.starvation is not None and job.pending:
                 executed = job.runtime - e.base_runtime
                 if executed > 0 and now - e.last_active >= self.starvation * executed:
                     e.queue, e.entered = 0, now
                     e.base_attained, e.base_runtime = job.attained, job.runtime
                     e.rekey(job)
+                    self.low.discard(job.id)
         jobs = snap.jobs
         return list(map(jobs.__getitem__, map(_ID, sorted(map(_KEY, map(entries.__getitem__, jobs))))))
 
@@ -106,11 +110,12 @@ class TiresiasOrder:
             if e is not None and e.queue == 0 and gpus:
                 soonest = min(soonest, (self.threshold - (job.attained - e.base_attained)) / gpus)
         if self.starvation is not None:
-            for jid, e in self.entries.items():
-                if e.queue == 1 and jid not in plan.allocations:
-                    executed = snap.jobs[jid].runtime - e.base_runtime
-                    if executed > 0:
-                        soonest = min(soonest, e.last_active + self.starvation * executed - snap.now)
+            entries = self.entries
+            for jid in self.low - plan.allocations.keys():  # (Q1 entries only; any order: a minimum)
+                e = entries[jid]
+                executed = snap.jobs[jid].runtime - e.base_runtime
+                if executed > 0:
+                    soonest = min(soonest, e.last_active + self.starvation * executed - snap.now)
         return None if math.isinf(soonest) else soonest
 
     def touch(self, snap: Snapshot) -> None:
