@@ -1,5 +1,6 @@
 """The busy-cluster shortcuts of the preemptive presets plan exactly as trying every job in full.
 
+Tiresias' queues visit only the jobs that can have moved (`TiresiasOrder.incremental`);
 `place_in_order(skip_misfits=True)` gives a pending job whose gang already did
 not fit (nothing placed or released since) the same wait without a search;
 preemption (`VictimRule.shortcuts`) skips claimants with nobody to evict whose
@@ -23,6 +24,7 @@ from trainmaster.policies.cycle import Cycle, place_in_order
 from trainmaster.policies.preemption import VictimRule
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.policies.tiresias import TiresiasOrder
 from trainmaster.workloads.base import Workload
 from trainmaster.workloads.loaders import load_workload
 
@@ -50,6 +52,10 @@ def replay(workload: Workload, preset: str, fast: bool, monkeypatch: pytest.Monk
             patch.setattr(VictimRule, "shortcuts", False)
             if preset in ("tiresias", "srtf"):
                 cycle.place = place_in_order(strict=False, skip_misfits=False)
+            ranks = getattr(cycle, "ranks", None) or getattr(cycle.order, "ranks", None)
+            if ranks is not None:  # tiresias' queues: every job visited every decision
+                assert isinstance(ranks, TiresiasOrder) and ranks.incremental
+                ranks.incremental = False
         recorder = Recorder(cycle)
         Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder, queues=queues).run()
     return recorder.plans
