@@ -282,12 +282,12 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
     if want is None or claimant.id in ws.allocations or claimant.id in ws.rejected:
         return None
     room = rule.room(claimant)
-    if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
-        return None
     misfit = key is not None and misfits.get(key) is ws.total_free
     if rule.shortcuts and room is not None and room.is_zero() and (misfit or not rule.try_first):
         # Nobody to evict: it starts as is (known not to fit) or not at all.
         rule.settled(claimant, [], False)
+        return None
+    if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
         return None
     trial = ws.trial()
     placed = rule.try_first and not misfit and _place(rule, ws, claimant, dict(want))
