@@ -22,11 +22,13 @@ from operator import attrgetter
 from time import perf_counter
 from types import MappingProxyType
 
-from trainmaster.core.job import Role
+from trainmaster.core.job import JobSpec, Role, TransientUse
+from trainmaster.core.resources import Resources
 from trainmaster.policies.objectives import apply_objectives
 from trainmaster.policies.pending import PendingLine
 from trainmaster.policies.scoring import DEFAULT, Scoring
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.waits import Wait
 from trainmaster.policies.workspace import ClusterMemo, Workspace, minimum, never_fits
 
 Sizes = dict[str, dict[Role, int]]
@@ -38,6 +40,7 @@ LinePlace = Callable[[Snapshot, list[str], PendingLine, Workspace], bool]  # `Cy
 
 
 _SUBMIT_ORDER = attrgetter("submit_time", "id")
+_ID = attrgetter("id")
 
 
 def by_submit_time(snap: Snapshot) -> list[JobView]:
@@ -61,13 +64,36 @@ def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
     return sizes
 
 
-def place_in_order(strict: bool) -> PlaceHook:
-    """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones."""
+GangKey = tuple[object, ...]
+
+
+def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | None:
+    """What finding room for a one-role gang that holds nothing depends on besides free capacity; None for
+    other gangs (several roles, anchors on on-demand nodes where `mixed`: `ClusterTraits.mixed`). Whether
+    such a gang fits only grows with the free capacity of every node (a single node, or a greedy fill
+    counting whole tasks per node)."""
+    if len(want) != 1:
+        return None
+    ((role, n),) = want.items()
+    if n > 1 and mixed and spec.anchored:  # (`workspace.anchored`)
+        return None
+    r = spec.roles[role].resources  # (plain values: C-level hashing)
+    return (spec.transient is TransientUse.NEVER, spec.require_gpu_types, role, r.cpu, r.memory, r.gpu, n)
+
+
+def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
+    """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
+
+    `skip_misfits`: a pending job whose gang (`gang_key`) did not fit, with nothing placed or released
+    since, waits with the same wait without a search (most of a long line, on a busy cluster).
+    """
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
               ws: Workspace) -> list[JobView]:
         blocked: list[JobView] = []
         head: JobView | None = None
+        failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
+        mixed = skip_misfits and ws.memo.traits.mixed
         for job in jobs:
             want = sizes.get(job.id)
             if want is None:
@@ -79,11 +105,20 @@ def place_in_order(strict: bool) -> PlaceHook:
             held = ws.allocations.get(job.id)
             if held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
+            key = None if held or job.allocation or not skip_misfits else gang_key(job.spec, want, mixed)
+            if key is not None:
+                seen = failed.get(key)
+                if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)
+                    ws.waits[job.id] = seen[1]
+                    blocked.append(job)
+                    continue
             alloc = ws.place(job, want)
             if alloc is None:
                 if held:  # cannot resize: keep the current allocation
                     continue
                 ws.block_for_room(job, want)
+                if key is not None:
+                    failed[key] = (ws.total_free, ws.waits[job.id])
                 blocked.append(job)
                 if strict and head is None:
                     head = job
@@ -216,7 +251,7 @@ class Cycle:
         seen = _pending_only(snap) if pending_only and not self.preemptive else snap
         t1 = clock()
         jobs = self.admit(seen, ws)  # 2. admit: reject what never fits, order the rest
-        ws.rank = {job.id: i for i, job in enumerate(jobs)}
+        ws.rank = dict(zip(map(_ID, jobs), range(len(jobs)), strict=True))  # (C-level: every live job)
         t2 = clock()
         sizes = apply_objectives(seen, jobs, self.size(seen, jobs, ws), ws)  # 3. size (then budgets, deadlines)
         ws.want = dict(sizes)

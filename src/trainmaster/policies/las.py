@@ -123,7 +123,9 @@ class SameClassLowerRank(VictimRule):
 
     def room(self, claimant: JobView) -> Resources | None:
         found = self._class(claimant)
-        return Resources() if found is None else self.suffix[found[0]][found[1]]
+        if found is None or found[1] >= len(self.ids[found[0]]):  # (`settled` keeps the last id a holder)
+            return Resources()
+        return self.suffix[found[0]][found[1]]
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         found = self._class(claimant)

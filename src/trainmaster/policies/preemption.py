@@ -30,11 +30,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from itertools import islice, repeat
+from operator import attrgetter, le
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, Role
 from trainmaster.core.resources import Resources
-from trainmaster.policies.cycle import AfterHook
+from trainmaster.policies.cycle import AfterHook, GangKey, gang_key
 from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.waits import WaitKind
@@ -42,6 +44,9 @@ from trainmaster.policies.workspace import Workspace, demand
 
 MIN_RUNTIME = 600.0
 
+_ID = attrgetter("id")
+_SPEC = attrgetter("spec")
+_CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 SERVICE, PRIORITY, RECLAIM, RANK = "service", "priority", "reclaim", "rank"  # how a victim may be evicted
 
 
@@ -140,6 +145,10 @@ class VictimRule(ABC):
     put_back = False  # put back victims the claimant did not need, right after it is placed
     migrate = False  # place the victims still out again, wherever they fit, after every claimant
     quota_aware = False  # place claimants within hard quotas (`queues.try_place`)
+    # True: what a later claimant could free for itself is never more, node by node, than what an earlier
+    # one could (`LowerRank`), so a one-role gang that could not start is not tried again (`cycle.gang_key`).
+    monotone = False
+    shortcuts = True  # False: every claimant is tried in full (the reference the shortcuts must plan like)
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
@@ -162,26 +171,43 @@ class LowerRank(VictimRule):
     claimants come in rank order, so what is held below the current one only shrinks."""
 
     migrate = True
+    monotone = True  # what holders ranked after the claimant and the free capacity add up to only shrinks
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self.last = len(ws.rank)
-        self.holders = sorted(ws.allocations, key=self._rank)  # victims come off the end
-        self.held = {jid: ws.allocations[jid].resources(ws.snap.jobs[jid].spec) for jid in self.holders}
-        self.below = sum(self.held.values(), start=Resources())  # held by holders[cursor:end]
-        self.cursor, self.end, self.k = 0, len(self.holders), len(self.holders)
+        rank = ws.rank
+        self.last = len(rank)
+        allocations = ws.allocations
+        # Victims come off the end. (C-level key when every holder is ranked, as in a full pass.)
+        ranked = len(rank.keys() & allocations.keys()) == len(allocations)
+        self.holders = sorted(allocations, key=rank.__getitem__ if ranked else self._rank)
+        jobs = ws.snap.jobs
+        held = list(map(Allocation.resources, map(allocations.__getitem__, self.holders),
+                        map(_SPEC, map(jobs.__getitem__, self.holders))))
+        self.held = dict(zip(self.holders, held, strict=True))
+        self.below = Resources(sum(map(_CPU, held)), sum(map(_MEMORY, held)), sum(map(_GPU, held)))
+        self.cursor, self.end, self.k = 0, len(self.holders), len(self.holders)  # below: held by [cursor:end]
 
     def _rank(self, jid: str) -> int:
         return self.ws.rank.get(jid, self.last)
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
+        ranks = list(map(self.ws.rank.get, map(_ID, blocked), repeat(self.last)))
+        if all(map(le, ranks, islice(ranks, 1, None))):  # (the place phase blocks them in rank order)
+            return blocked
         return sorted(blocked, key=lambda j: self._rank(j.id))
 
     def room(self, claimant: JobView) -> Resources | None:
         mine = self._rank(claimant.id)
-        while self.cursor < self.end and self._rank(self.holders[self.cursor]) <= mine:
-            self.below = self.below - self.held[self.holders[self.cursor]]
-            self.cursor += 1
+        cursor, end, holders, rank, last = self.cursor, self.end, self.holders, self.ws.rank, self.last
+        while cursor < end and rank.get(holders[cursor], last) <= mine:
+            cursor += 1
+        if cursor > self.cursor:
+            passed = list(map(self.held.__getitem__, islice(holders, self.cursor, cursor)))
+            below = self.below
+            self.below = Resources(below.cpu - sum(map(_CPU, passed)), below.memory - sum(map(_MEMORY, passed)),
+                                   below.gpu - sum(map(_GPU, passed)))
+            self.cursor = cursor
         return self.below
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
@@ -207,6 +233,11 @@ class QueueRules(VictimRule):
     def __init__(self, ws: Workspace, min_runtime: float, indexed: bool) -> None:
         self.ws, self.min_runtime = ws, min_runtime
         self.holders = _Holders(ws.snap, ws, indexed)
+
+    def room(self, claimant: JobView) -> Resources | None:
+        """Nothing when no holder may be evicted for the claimant (it then cannot start); else unknown."""
+        quota_blocked = self.ws.kind(claimant.id) is WaitKind.QUOTA
+        return None if self.holders.candidates(claimant, quota_blocked) else Resources()
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         ws, snap = self.ws, self.ws.snap
@@ -239,16 +270,29 @@ def _place(rule: VictimRule, ws: Workspace, job: JobView, want: dict[Role, int])
     return alloc is not None
 
 
-def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView) -> list[tuple[JobView, Allocation, str]] | None:
-    """Serve one claimant: the victims it evicted (empty: it fit as is), or None when it cannot start."""
+def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey | None,
+               misfits: dict[GangKey, Resources]) -> list[tuple[JobView, Allocation, str]] | None:
+    """Serve one claimant: the victims it evicted (empty: it fit as is), or None when it cannot start.
+
+    `key`: the claimant's `gang_key` where its placement depends on free capacity alone (else None);
+    `misfits`: such gangs that did not fit as things stood, with the free total then (the same object:
+    nothing moved since), so a claimant with nobody to evict is not searched for again.
+    """
     want = ws.want.get(claimant.id)
     if want is None or claimant.id in ws.allocations or claimant.id in ws.rejected:
         return None
     room = rule.room(claimant)
+    misfit = key is not None and misfits.get(key) is ws.total_free
+    if rule.shortcuts and room is not None and room.is_zero() and (misfit or not rule.try_first):
+        # Nobody to evict: it starts as is (known not to fit) or not at all.
+        rule.settled(claimant, [], False)
+        return None
     if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
         return None
     trial = ws.trial()
-    placed = rule.try_first and _place(rule, ws, claimant, dict(want))
+    placed = rule.try_first and not misfit and _place(rule, ws, claimant, dict(want))
+    if rule.try_first and not placed and key is not None:
+        misfits[key] = ws.total_free
     evicted: list[tuple[JobView, Allocation, str]] = []
     if not placed:
         for victim, kind in rule.candidates(claimant):
@@ -279,9 +323,23 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     """The one preemption (module doc): the jobs still blocked after it."""
     still: list[JobView] = []
     out: list[JobView] = []  # victims still out
+    lost: set[GangKey] = set()  # `monotone` rules: gangs a claimant could not start even by evicting
+    misfits: dict[GangKey, Resources] = {}  # gangs that did not fit as is (`_evict_for`)
+    keyed = rule.shortcuts and not (rule.quota_aware and ws.snap.queues)  # (quotas: more than the gang)
+    mixed = keyed and ws.memo.traits.mixed
     for claimant in rule.claimants(blocked):
-        evicted = _evict_for(rule, ws, claimant)
+        key = None
+        if keyed and not claimant.allocation:
+            want = ws.want.get(claimant.id)
+            if want is not None and claimant.id not in ws.allocations and claimant.id not in ws.rejected:
+                key = gang_key(claimant.spec, want, mixed)
+                if key is not None and key in lost:
+                    still.append(claimant)
+                    continue
+        evicted = _evict_for(rule, ws, claimant, key, misfits)
         if evicted is None:
+            if key is not None and rule.monotone:
+                lost.add(key)
             still.append(claimant)
             continue
         if evicted:

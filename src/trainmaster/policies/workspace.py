@@ -20,7 +20,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
-from operator import is_not
+from operator import is_not, itemgetter
 from types import MappingProxyType
 from typing import TypeVar, cast
 
@@ -44,6 +44,7 @@ from trainmaster.policies.snapshot import Behind, JobView, Plan, Snapshot, Tail
 from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
 _V = TypeVar("_V")
+_POSITION = itemgetter(2)  # a `_FitIndex` key's position in cluster order
 
 
 def eligible(node: Node, spec: JobSpec) -> bool:
@@ -460,8 +461,30 @@ class Workspace:
                         single, best = name, key
         if single is not None:
             return Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
-        free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
+        if held_per_node or self.scoring is not TIGHTEST:
+            free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
+        else:  # only nodes that hold some task: `_spread` never chooses the others (same order for the rest)
+            free = self._holding_some(spec, counts, pool)
         return self._spread(spec, counts, free, preferred, job)
+
+    def _holding_some(self, spec: JobSpec, counts: Mapping[Role, int], pool: EligibleNodes) -> dict[str, Resources]:
+        """Free capacity of the pool's nodes that hold at least one of the gang's tasks, in cluster order.
+
+        With the fit index built, only its nodes with enough free GPUs are looked at (a busy cluster has few).
+        """
+        own = self.free
+        tasks = {spec.roles[role].resources for role in counts}
+        fit = self._fit
+        if fit is not None and fit.free is own:
+            order = fit.order
+            start = bisect.bisect_left(order, (min(t.gpu for t in tasks),))
+            allowed = pool.allowed
+            names = [key[3] for key in sorted(itertools.islice(order, start, None), key=_POSITION)
+                     if key[3] in allowed]
+        else:
+            names = [name for name in pool.names if name in own]
+        return {name: r for name in names if any(t.gpu <= (r := own[name]).gpu and t.cpu <= r.cpu
+                                                 and t.memory <= r.memory for t in tasks)}
 
     def _find_anchored(self, job: JobView, counts: Mapping[Role, int], prefer: Iterable[str]) -> Allocation | None:
         """The PS tasks and one worker (the chief) on on-demand nodes, the other workers wherever they score best."""
