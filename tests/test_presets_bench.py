@@ -12,10 +12,12 @@ import pytest
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import Role
 from trainmaster.workloads.philly_pollux import CONFIGS, philly_pollux, philly_rows
+from trainmaster.workloads.pollux import load_profile
+from trainmaster.workloads.pollux_peer import PeerTruth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
 
-from bench import presets
+from bench import pollux_bound, presets
 
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
@@ -105,10 +107,6 @@ def test_elastic_free_setting_gives_pollux_freedom(shared_data: Path) -> None:
 
 def test_the_bound_is_below_every_requested_size(shared_data: Path) -> None:
     """bench/pollux_bound.py: the best replicas x batch per epoch never runs slower than a request (bert)."""
-    from bench import pollux_bound
-    from trainmaster.workloads.pollux import load_profile
-    from trainmaster.workloads.pollux_peer import PeerTruth
-
     seconds, replicas, batch = pollux_bound.best_alone("bert")
     profile = load_profile(shared_data / "pollux" / "profiles" / "bert")
     for size in (1, 4, 6, 8, 16):
