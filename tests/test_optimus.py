@@ -11,11 +11,12 @@ import pytest
 from builders import cluster, pending, running, snapshot
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import Role
+from trainmaster.core.job import BatchRange, Role
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
+from trainmaster.models.goodput import GoodputSpeed
 from trainmaster.models.speed import Config, Form, LinearScaling, SpeedFit
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.registry import make_policy
@@ -148,3 +149,46 @@ def test_a_job_whose_model_cannot_predict_speed_yet_gets_its_minimum() -> None:
     blind = JobModel("n", Form.ALLREDUCE, 1.0, None, "none", 0.0, 500.0, 0)  # steps known, speed not
     plan = Optimus().decide(_with_models(snapshot(cl, view), {"n": blind}))
     assert plan.allocations["n"].count(Role.WORKER) == 1
+
+
+class _CrossNode:
+    """Steps/s linear in the workers, 40% slower once they span nodes: not concave at the node boundary."""
+
+    def steps_per_s(self, c: Config) -> float:
+        return float(c.workers) * (1.0 if c.nodes <= 1 else 0.6)
+
+
+def _goodput_model(jid: str, measured: int) -> JobModel:
+    """An adaptive job whose goodput (phi 0: every batch learns alike) is `_CrossNode`, measured up to `measured`."""
+    speed = _CrossNode()
+    goodput = GoodputSpeed(speed, BatchRange(min=1, max=64, base=1), 0.0)
+    return JobModel(jid, Form.ALLREDUCE, 1.0, speed, "own fit", 0.0, 1e5, 3, goodput=goodput,
+                    max_workers=measured)
+
+
+@pytest.mark.parametrize(("measured", "want"), [(1, 2), (2, 4), (4, 8), (8, 16), (16, 16)])
+def test_goodput_sizing_crosses_the_node_boundary_at_pollux_pace(measured: int, want: int) -> None:
+    """One worker past a full node loses speed, a whole node more gains: the jump takes it; growth is
+    capped at twice the most workers measured (Pollux's exploration pace); plain Optimus stops at one node."""
+    cl = cluster(4, 4)
+    view = pending("g", 1, min_gpus=1, max_gpus=16)
+    snap = _with_models(snapshot(cl, view), {"g": _goodput_model("g", measured)})
+    plan = Optimus(goodput=True).decide(snap)
+    assert plan.allocations["g"].count(Role.WORKER) == want
+    _check_capacity(snap, plan)
+    plain = Optimus().decide(snap)
+    assert plain.allocations["g"].count(Role.WORKER) == min(4, 16)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_goodput_sizing_never_exceeds_capacity(seed: int) -> None:
+    rng = random.Random(seed)
+    cl = cluster(rng.randint(1, 5), 4)
+    views = [pending(f"j{i}", 1, submit=float(i), min_gpus=1, max_gpus=rng.choice((4, 8, 16)))
+             for i in range(rng.randint(1, 8))]
+    models = {v.id: dataclasses.replace(_goodput_model(v.id, rng.choice((1, 4, 16))), remaining=rng.uniform(10, 1e5))
+              for v in views}
+    snap = _with_models(snapshot(cl, *views), models)
+    plan = Optimus(goodput=True).decide(snap)
+    _check_capacity(snap, plan)
+    assert all(plan.allocations[v.id].count(Role.WORKER) >= 1 for v in views[:len(cl.nodes) * 4])

@@ -12,10 +12,12 @@ import pytest
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import Role
 from trainmaster.workloads.philly_pollux import CONFIGS, philly_pollux, philly_rows
+from trainmaster.workloads.pollux import load_profile
+from trainmaster.workloads.pollux_peer import PeerTruth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
 
-from bench import presets
+from bench import pollux_bound, presets
 
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 
@@ -101,3 +103,13 @@ def test_elastic_free_setting_gives_pollux_freedom(shared_data: Path) -> None:
     assert all(j.spec.min_gpus == 1 and j.spec.adaptive_batch is not None for j in wl.jobs)
     fixed = presets.workload(0.5, 1, presets.SETTINGS["fixed"], False, "pollux")
     assert all(j.spec.adaptive_batch is None and j.spec.min_gpus == j.spec.roles[Role.WORKER].max for j in fixed.jobs)
+
+
+def test_the_bound_is_below_every_requested_size(shared_data: Path) -> None:
+    """bench/pollux_bound.py: the best replicas x batch per epoch never runs slower than a request (bert)."""
+    seconds, replicas, batch = pollux_bound.best_alone("bert")
+    profile = load_profile(shared_data / "pollux" / "profiles" / "bert")
+    for size in (1, 4, 6, 8, 16):
+        for bsz in profile.validation:
+            assert seconds <= PeerTruth.of(profile, bsz).runtime(size) + 1e-6
+    assert 1 <= replicas <= 64 and min(profile.validation) <= batch <= max(profile.validation)

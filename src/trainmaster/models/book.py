@@ -71,6 +71,7 @@ class JobModel:
     # relative speed per GPU type (learned from reports on 2+ types; empty: no evidence, use a prior)
     type_speed: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     goodput: GoodputSpeed | None = None  # adaptive-batch jobs with a noise scale and a fitted speed law (batch choice)
+    max_workers: int = 0  # the most workers it has reported from (how far its speed law was measured)
 
     def best_batch(self, workers: int, ps: int = 0, nodes: int = 1) -> int | None:
         """The global batch with the most goodput on this configuration; None unless the job adapts it."""
@@ -256,7 +257,7 @@ class ModelBook:
             goodput = GoodputSpeed(speed, spec.adaptive_batch, phi, ranges)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
-                        type_speed=self.type_speed(learner), goodput=goodput)
+                        type_speed=self.type_speed(learner), goodput=goodput, max_workers=learner.max_workers)
 
     def pooled_types(self, job_type: str) -> frozenset[str]:
         """The GPU types its job type's reports ran on (what a job without reports takes `type_speed` from)."""

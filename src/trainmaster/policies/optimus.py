@@ -26,6 +26,11 @@ The gain, from the predicted remaining time T before and after the increment:
 Predictions come from `snapshot.models[job_id]` (a `JobModel` fitted online from reports).
 A running job's remaining time on any size but its current one carries a restart penalty,
 so a resize happens only when it gains more than the restart costs.
+
+`goodput=True` (the `trainmaster` preset's sizing; the `optimus` preset keeps it off): a
+job that adapts its batch is predicted at its goodput on each size (`JobModel.goodput`: the
+best batch there), may also grow to the next whole node in one increment (`_jump`), and grows
+to at most `EXPLORE` times the most workers it has run on.
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ from trainmaster.policies.workspace import Workspace, minimum
 
 RESTART_PENALTY_S = 60.0  # predicted seconds a resize costs a running job (restart delay and lost work)
 INTERVAL_S = 60.0
+# Goodput sizing (`goodput=True`): a job grows to at most this times the most workers it has reported from,
+# as Pollux's simulator paces each job (`max_replicas = 2 * max_profiled_replicas`): its goodput law is a fit,
+# and far beyond the sizes it was measured at its optimism draws GPUs the job cannot use.
+EXPLORE = 2
 
 OBJECTIVES = ("rate", "time")
 _STEPS = ((1, 0), (0, 1), (1, 1))  # increments: (+workers, +ps)
@@ -81,6 +90,26 @@ class _Step:
     share: float
 
 
+def _jump(st: _Job, free: list[int]) -> list[_Step]:
+    """The worker increment to the next whole node, when that is more than one worker and fits.
+
+    Goodput is not concave in the worker count: a job that fills one node
+    slows down on its first worker beyond it (the all-reduce crosses nodes,
+    at a batch sized for one) and gains only with a node's worth there, so
+    a one-at-a-time greedy stops at the node boundary (Pollux searches
+    allocations whole instead). The jump is scored by its gain per share, as
+    a single step is, so the greedy takes it only when that beats every
+    other job's next step. (Jumps to twice the size as well: no better at
+    load 0.5, worse at load 2, Pollux workloads 1-4.)
+    """
+    unit = next((s for s in st.steps if s.dw == 1 and s.dp == 0), None)
+    k = -(-(st.workers + 1) // st.per_node) * st.per_node - st.workers
+    if unit is None or k <= 1 or st.workers + k > st.max_w:
+        return []
+    step = _Step(k, 0, unit.need * k, unit.share * k)
+    return [step] if _fits(step.need, free) else []
+
+
 @dataclass
 class _Job:
     """Greedy state of one job: its size, its model, and a memo of predicted remaining times."""
@@ -95,6 +124,7 @@ class _Job:
     max_w: int
     max_p: int
     steps: list[_Step] = field(default_factory=list)  # increments it may still take
+    goodput: bool = False  # predict with the goodput model (best batch per size) where the job has one
     version: int = 0
     memo: dict[tuple[int, int], float] = field(default_factory=dict)
 
@@ -105,7 +135,8 @@ class _Job:
         if got is None:
             model = self.model
             assert model is not None and model.speed is not None and model.remaining is not None
-            f = model.speed.steps_per_s(Config(w, p, -(-w // self.per_node), model.batch))
+            speed = model.goodput if self.goodput and model.goodput is not None else model.speed
+            f = speed.steps_per_s(Config(w, p, -(-w // self.per_node), model.batch))
             got = model.remaining / f if f > 0 else math.inf
             if self.current is not None and key != self.current:
                 got += self.penalty
@@ -120,10 +151,11 @@ class Optimus:
     uses_models = True  # the controller attaches online model fitting (controller/learning.py)
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
-                 interval: float | None = INTERVAL_S) -> None:
+                 interval: float | None = INTERVAL_S, goodput: bool = False) -> None:
         if objective not in OBJECTIVES:
             raise SpecError("optimus.objective", f"unknown objective {objective!r}", f"use one of {OBJECTIVES}")
         self.objective = objective
+        self.goodput = goodput
         self._seq = itertools.count()
         self._shapes: dict[str, tuple[JobSpec, Resources, Resources, tuple[_Step, ...]]] = {}
         self.restart_penalty = restart_penalty
@@ -162,13 +194,17 @@ class Optimus:
                 continue
             per_node = max(1, node_gpus // worker.resources.gpu) if worker.resources.gpu else 1 << 30
             current = (job.count(Role.WORKER), job.count(Role.PS)) if job.active and job.allocation else None
+            max_w = worker.max
+            adapts = self.goodput and model.goodput is not None
+            if adapts:  # Pollux's exploration pace: at most twice the most workers measured
+                max_w = min(max_w, max(EXPLORE * model.max_workers, current[0] if current else 0, worker.min))
             st = _Job(job, model, worker.min, ps_spec.min if ps_spec else 0, per_node, current,
-                      self.restart_penalty, worker.max, ps_spec.max if ps_spec else 0, list(steps))
+                      self.restart_penalty, max_w, ps_spec.max if ps_spec else 0, list(steps), goodput=adapts)
             state[job.id] = st
             sizes[job.id] = {}  # (its place in arrival order; its size once the greedy is done)
         heap: list[tuple[float, int, str, int, _Step]] = []
         for jid, st in state.items():
-            self._push(heap, st, jid)
+            self._push(heap, st, jid, free)
         least = _least(state)
         while heap:  # 2. one increment at a time to the largest gain per dominant share
             if not _fits(least, free):  # no increment fits any more (free only shrinks): the rest would fail
@@ -181,10 +217,10 @@ class Optimus:
                 _take(step.need, free)
                 st.workers += step.dw
                 st.ps += step.dp
-            else:  # that kind of increment no longer fits anywhere
+            elif step in st.steps:  # that kind of increment no longer fits anywhere
                 st.steps.remove(step)
             st.version += 1
-            self._push(heap, st, jid)
+            self._push(heap, st, jid, free)
         for jid, st in state.items():
             sizes[jid] = {Role.WORKER: st.workers}
             if Role.PS in st.view.spec.roles:
@@ -212,13 +248,13 @@ class Optimus:
         self._shapes[job.id] = (job.spec, total, job.spec.min_resources, tuple(steps))
         return job.spec.min_resources, tuple(steps)
 
-    def _push(self, heap: list[tuple[float, int, str, int, _Step]], st: _Job, jid: str) -> None:
+    def _push(self, heap: list[tuple[float, int, str, int, _Step]], st: _Job, jid: str, free: list[int]) -> None:
         """Push the job's best increment, if any gains (jobs without a model have no increments)."""
         if not st.steps:
             return
         now = st.remaining(st.workers, st.ps)
         best: tuple[float, _Step] | None = None
-        for step in st.steps:
+        for step in st.steps + (_jump(st, free) if st.goodput else []):
             w, p = st.workers + step.dw, st.ps + step.dp
             if w > st.max_w or p > st.max_p:
                 continue

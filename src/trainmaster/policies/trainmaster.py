@@ -13,7 +13,9 @@
   (`las.las_preempt`): time sharing when jobs cannot be resized;
 - sizing: Optimus' marginal-gain greedy over every admitted job
   (`GainSizing`), running jobs shrunk to their target at once and grown to it
-  where it fits; models fitted online from reports (`uses_models`); the
+  where it fits; models fitted online from reports (`uses_models`); jobs that
+  adapt their batch sized on goodput, a whole node at a time where needed and
+  at most twice the size they have run at (`Optimus(goodput=True)`); the
   base hook's shrinking for pending jobs and services' headroom only while a
   service is live (`only_with_services`: the targets already leave room);
 - reservation and backfill for the blocked head job;
@@ -46,6 +48,18 @@ fixed at each start was worth little, because the noise scale grows ~100x as a
 job trains: the gain comes from switching in place as it grows, as Pollux's
 jobs do. The model only learns that if its noise average follows (log-space
 averages) and its batch choice stays where its speed law was measured.
+
+Why it still trailed Pollux at load 0.5 (issue 11, fourth pass): there JCT is
+nearly each job's run time, and the simulator's truth allows far less than
+Pollux's 1,534 s (best replicas x batch per epoch, alone, no queueing: 659 to
+835 s per workload, workloads 1-4), so the loss was the policy's. Per job,
+against Pollux's own per-job JCTs (petuum/adaptdl `simulator/results-jobload`),
+the short jobs were on par and the long ones (yolov3, deepspeech2, imagenet)
+ran 1.5-2x slower: sized on their speed at the submitted batch, which stops
+growing at one node, they kept 4 GPUs on an idle cluster. Goodput sizing
+(above) fixes that; free sizing (`elastic-free`) lost to 1..2x before it
+because the fixed-batch law drew a job to 60+ GPUs once and back (two
+restarts) and its batch choice then followed the tiny local batches measured there.
 """
 
 from __future__ import annotations
@@ -88,7 +102,7 @@ class GainSizing:
     """
 
     def __init__(self, optimus: Optimus | None = None) -> None:
-        self.optimus = optimus or Optimus()
+        self.optimus = optimus or Optimus(goodput=True)
         self.target: Sizes = {}
 
     def size(self, base: SizeHook) -> SizeHook:

@@ -1,0 +1,90 @@
+"""What the `--fidelity pollux` truth allows: each Pollux job's run time alone, at its request and at its best.
+
+At load 0.5 queueing is small and a job's JCT is close to its run time, so
+the mean JCT of any policy there is bounded by how fast each job can run
+alone. Per workload: the mean over its jobs of the run time alone on 16x4
+(a) at the requested replicas and batch (`PeerTruth.runtime`), and (b) at
+the best replicas x batch for each epoch (replicas 1 to the job's cap,
+`peer_max_replicas`; batches from the smallest to the largest validated one,
+geometric; packed 4 per node): no queueing, no restart, no learning, the
+truth known. Pollux's published mean at load 0.5 is 1,534 s; if (b) were
+near it, our truth would be what held us back, not the policy.
+
+    .venv/bin/python -m bench.pollux_bound [--load 0.5] [--workloads 1-4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+from functools import cache
+from pathlib import Path
+
+from trainmaster.workloads.pollux import load_profile, peer_max_replicas
+from trainmaster.workloads.pollux_peer import PeerTruth, peer_model
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pollux"
+BATCHES = 40  # geometric steps between the smallest and largest validated batch
+
+
+def packed(replicas: int) -> list[int]:
+    full, rest = divmod(replicas, 4)
+    return [4] * full + ([rest] if rest else [])
+
+
+@cache
+def best_alone(app: str) -> tuple[float, int, int]:
+    """(seconds alone at the best replicas x batch per epoch, replicas and batch of the last epoch's best)."""
+    profile = load_profile(DATA / "profiles" / app)
+    model = peer_model(profile)
+    ratio = model.max_batch / model.init_batch
+    batches = sorted({int(model.init_batch * ratio ** (i / BATCHES)) for i in range(BATCHES + 1)}
+                     | set(profile.validation))
+    smallest_local = min(c.local_bsz[0] for c in profile.placements.values())
+    total, best = 0.0, (math.inf, 1, model.init_batch)
+    for e in range(model.epochs):
+        progress = model.boundaries[e + 1] - model.boundaries[e]
+        best = (math.inf, 1, model.init_batch)
+        for r in range(1, peer_max_replicas(profile) + 1):
+            for b in batches:
+                if b < r * smallest_local:
+                    continue
+                batching = model.batching(r, b)
+                seconds = progress * model.step_time(packed(r), batching) / model.gain(float(batching.batch), e)
+                best = min(best, (seconds, r, b))
+        total += best[0]
+    return total, best[1], best[2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--load", type=float, default=0.5, choices=(0.5, 1.0, 1.5, 2.0))
+    parser.add_argument("--workloads", default="1-4")
+    args = parser.parse_args()
+    lo, _, hi = args.workloads.partition("-")
+    folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:g}")
+    print("| workload | jobs | (a) requested, mean s | (b) best per epoch, mean s | (b) / (a) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    means = []
+    for n in range(int(lo), int(hi or lo) + 1):
+        with open(folder / f"workload-{n}.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        requested = [PeerTruth.of(load_profile(DATA / "profiles" / r["application"]), int(r["batch_size"]))
+                     .runtime(int(r["num_replicas"])) for r in rows]
+        best = [best_alone(r["application"])[0] for r in rows]
+        means.append((statistics.mean(requested), statistics.mean(best)))
+        print(f"| {n} | {len(rows)} | {means[-1][0]:,.0f} | {means[-1][1]:,.0f} | {means[-1][1] / means[-1][0]:.2f} |")
+    a, b = statistics.mean(m[0] for m in means), statistics.mean(m[1] for m in means)
+    print(f"| mean | | {a:,.0f} | {b:,.0f} | {b / a:.2f} |")
+    print()
+    print("| application | best alone s | last epoch's best replicas x batch |")
+    print("| --- | ---: | --- |")
+    for app in sorted(p.name for p in (DATA / "profiles").iterdir() if p.is_dir()):
+        seconds, r, b = best_alone(app)
+        print(f"| {app} | {seconds:,.0f} | {r} x {b} |")
+
+
+if __name__ == "__main__":
+    main()
