@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
+from trainmaster.core.states import JobState
 from trainmaster.policies.objectives import apply_objectives
 from trainmaster.policies.pending import PendingLine
 from trainmaster.policies.scoring import DEFAULT, Scoring
@@ -51,16 +52,19 @@ def by_submit_time(snap: Snapshot) -> list[JobView]:
 def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
     """Fixed sizing: running jobs keep their replicas, pending jobs ask for their minimum."""
     sizes: Sizes = {}
+    running, starting = JobState.RUNNING, JobState.STARTING
     for job in jobs:
         alloc = job.allocation
-        if alloc and job.active:
+        state = job.state  # (`JobView.active`, inlined: every live job, every decision)
+        if alloc.tasks and (state is running or state is starting):
             counts = alloc.role_counts
-            if len(counts) == 1 and len(job.spec.roles) == 1:  # one role (most jobs): a copy will do
+            roles = job.spec.roles
+            if len(counts) == 1 and len(roles) == 1:  # one role (most jobs): a copy will do
                 sizes[job.id] = dict(counts)
             else:
-                sizes[job.id] = {role: counts.get(role, 0) for role in job.spec.roles}
+                sizes[job.id] = {role: counts.get(role, 0) for role in roles}
         else:
-            sizes[job.id] = minimum(job.spec)
+            sizes[job.id] = {role: s.min for role, s in job.spec.roles.items()}  # (`minimum`, inlined)
     return sizes
 
 
