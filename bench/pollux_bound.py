@@ -35,8 +35,10 @@ def packed(replicas: int) -> list[int]:
 
 
 @cache
-def best_alone(app: str) -> tuple[float, int, int]:
-    """(seconds alone at the best replicas x batch per epoch, replicas and batch of the last epoch's best)."""
+def best_alone(app: str, cap: int | None = None) -> tuple[float, int, int]:
+    """(seconds alone at the best replicas x batch per epoch, replicas and batch of the last epoch's best).
+
+    `cap`: at most this many replicas (default: the job's own cap, `peer_max_replicas`)."""
     profile = load_profile(DATA / "profiles" / app)
     model = peer_model(profile)
     ratio = model.max_batch / model.init_batch
@@ -47,7 +49,7 @@ def best_alone(app: str) -> tuple[float, int, int]:
     for e in range(model.epochs):
         progress = model.boundaries[e + 1] - model.boundaries[e]
         best = (math.inf, 1, model.init_batch)
-        for r in range(1, peer_max_replicas(profile) + 1):
+        for r in range(1, min(peer_max_replicas(profile), cap or 10**9) + 1):
             for b in batches:
                 if b < r * smallest_local:
                     continue

@@ -113,3 +113,10 @@ def test_the_bound_is_below_every_requested_size(shared_data: Path) -> None:
         for bsz in profile.validation:
             assert seconds <= PeerTruth.of(profile, bsz).runtime(size) + 1e-6
     assert 1 <= replicas <= 64 and min(profile.validation) <= batch <= max(profile.validation)
+
+
+def test_a_replica_cap_bounds_the_best_size(shared_data: Path) -> None:
+    """bench/pollux_bound.py with a cap (elastic 1..2x): never above the cap, never faster than uncapped."""
+    free, _, _ = pollux_bound.best_alone("bert")
+    capped, replicas, _ = pollux_bound.best_alone("bert", 12)
+    assert replicas <= 12 and capped > free  # bert's best uses 48 replicas, so the cap costs time
