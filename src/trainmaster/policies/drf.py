@@ -144,7 +144,7 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
             heapq.heappush(queues, (queue_held.get(name, Resources()).dominant_share(total), name))
     if not failed:
         return True
-    blocked: dict[str, Wait] = {}
+    segments: list[tuple[list[tuple[float, str]], Wait]] = []  # each failed turn's run of jobs and their wait
     turns: list[tuple[int, tuple[float, str]]] = []  # (turn, key) of each waiting job, for the waits' order
     for name, part, i, job, want in failed:
         keys, frees = placed[name], before[name]
@@ -154,7 +154,7 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
             hi = bisect.bisect_left(part, keys[k], lo) if k < len(keys) else len(part)
             if hi > lo:
                 free, at = frees[k] if k < len(keys) else last[name]
-                blocked.update(dict.fromkeys(map(_ID, part[lo:hi]), room_wait(job.spec, want, free)))
+                segments.append((part[lo:hi], room_wait(job.spec, want, free)))
                 if len(members) > 1:
                     turns.extend(zip(repeat(at), part[lo:hi]))
             lo, k = hi, k + 1
@@ -165,8 +165,12 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
     else:  # a queue's waiting jobs took their turns just before its next placement (or at its last turn)
         turns.sort()
         waits = dict.fromkeys(key[1] for _, key in turns)
-    waits.update(blocked)
-    ws.waits.update(cast(dict[str, Wait], waits))
+    for seg, wait in segments:  # straight into the plan's order: one C-level pass per segment, no copies
+        waits.update(dict.fromkeys(map(_ID, seg), wait))
+    if ws.waits:
+        ws.waits.update(cast(dict[str, Wait], waits))
+    else:
+        ws.waits = cast(dict[str, Wait], waits)
     return True
 
 

@@ -77,6 +77,12 @@ class PendingLine:
             if dropped == set(self.keys[:k]):  # the front of the line left (strict order places a prefix)
                 del self.keys[:k]
                 del self.ids[:k]
+            elif k <= 8:  # a few from the middle (drf places past jobs that wait): cut them out, no rebuild
+                keys, ids = self.keys, self.ids
+                for key in sorted(dropped, reverse=True):
+                    at = bisect.bisect_left(keys, key)
+                    del keys[at]
+                    del ids[at]
             else:
                 self.keys = list(filterfalse(dropped.__contains__, self.keys))
                 self.ids = list(map(_ID, self.keys))
