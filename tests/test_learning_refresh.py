@@ -10,7 +10,8 @@ from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import JobSpec
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.models.book import JobModel
+from trainmaster.models.book import JobLearner, JobModel
+from trainmaster.models.speed import SpeedPredictor
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.workloads.ps_truth import ps_workload
@@ -24,8 +25,8 @@ def _seen(model: JobModel) -> Seen:
     return (model.basis, model.step, model.remaining, model.configs, model.batch, speeds, dict(model.type_speed))
 
 
-def _replay(preset: str, defer: bool) -> tuple[list[dict[str, Seen]], list[Plan], int]:
-    """Every snapshot's models and every plan of one run, and how many models the book built."""
+def _replay(preset: str, defer: bool, skip: bool = True) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
+    """Every snapshot's models and every plan of one run, how many models the book built and speeds it gave."""
     engine = SimEngine(parse_shorthand("2x4"), ps_workload(24, rate_per_hour=40, seed=5),
                        SimConfig(report_interval=120, speed_noise=0.02, loss_noise=0.01, seed=2))
     policy = make_policy(preset)
@@ -43,23 +44,29 @@ def _replay(preset: str, defer: bool) -> tuple[list[dict[str, Seen]], list[Plan]
     controller = Controller(engine, Recording())  # type: ignore[arg-type]
     learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
     learning.defer = defer
-    book, calls = learning.book, [0]
-    fitted = book.model
+    learning.skip_same_prior = skip
+    book, calls = learning.book, [0, 0]
+    fitted, speed = book.model, book.speed
 
     def counted(job_id: str, spec: JobSpec) -> JobModel:
         calls[0] += 1
         return fitted(job_id, spec)
 
+    def counted_speed(learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
+        calls[1] += 1
+        return speed(learner)
+
     book.model = counted  # type: ignore[method-assign]
+    book.speed = counted_speed  # type: ignore[method-assign]
     controller.run()
     assert controller.summary().finished == 24
-    return models, plans, calls[0]
+    return models, plans, calls[0], calls[1]
 
 
 @pytest.mark.parametrize("preset", ["optimus"])
 def test_deferred_refresh_publishes_the_same_models_and_plans(preset: str) -> None:
-    lazy_models, lazy_plans, lazy_fits = _replay(preset, defer=True)
-    eager_models, eager_plans, eager_fits = _replay(preset, defer=False)
+    lazy_models, lazy_plans, lazy_fits, _ = _replay(preset, defer=True)
+    eager_models, eager_plans, eager_fits, _ = _replay(preset, defer=False)
     assert lazy_fits < eager_fits  # the deferred path did defer: fewer models built
     assert len(lazy_models) == len(eager_models) > 20
     for lazy, eager in zip(lazy_models, eager_models, strict=True):
@@ -67,3 +74,16 @@ def test_deferred_refresh_publishes_the_same_models_and_plans(preset: str) -> No
     for lazy_plan, eager_plan in zip(lazy_plans, eager_plans, strict=True):
         assert lazy_plan.allocations == eager_plan.allocations and lazy_plan.reasons == eager_plan.reasons
     assert any(m[0] == "type prior" for snap in lazy_models for m in snap.values())  # siblings' priors were used
+
+
+def test_refresh_skips_types_whose_prior_fit_is_unchanged() -> None:
+    """Skipping a type whose prior fit is the same object as at its last refresh: the same models and plans."""
+    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, skip=True)
+    slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, skip=False)
+    assert fast_fits == slow_fits  # (a skipped type republishes nothing in the reference either)
+    assert fast_speeds < slow_speeds  # some refreshes were skipped
+    assert len(fast_models) == len(slow_models) > 20
+    for fast, slow in zip(fast_models, slow_models, strict=True):
+        assert fast == slow
+    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
+        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons

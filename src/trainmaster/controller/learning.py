@@ -18,6 +18,7 @@ from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec
 from trainmaster.models.book import ModelBook
+from trainmaster.models.speed import N_PARAMS, Form, SpeedPredictor
 
 if TYPE_CHECKING:
     from trainmaster.controller.loop import Controller
@@ -51,6 +52,9 @@ class Learning:
         self._waiting: dict[str, dict[str, JobRecord]] = {}  # job type -> live jobs without own points
         self._stale: dict[str, None] = {}  # job types whose waiting jobs' models `refresh` republishes
         self.defer = True  # False: republish them at every report that teaches their type (the slow reference)
+        # job type -> the prior fit per form that every waiting job of the type was last published from
+        self._seen: dict[str, dict[Form, SpeedPredictor | None]] = {}
+        self.skip_same_prior = True  # False: check every waiting job at each refresh (the slow reference)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
@@ -74,6 +78,7 @@ class Learning:
                 self._stale[job_type] = None
             else:  # (their relative GPU speeds follow every report of the type: refresh now)
                 self._stale.pop(job_type, None)
+                self._seen.pop(job_type, None)
                 for jid, other in waiting.items():
                     self.controller.models[jid] = book.model(jid, other.spec)
 
@@ -83,19 +88,34 @@ class Learning:
             return
         book, models = self.book, self.controller.models
         for job_type in self._stale:
+            seen = self._seen.get(job_type)
+            if seen is not None and self.skip_same_prior and book.own_min > 0 \
+                    and all(book.priors.fitted(job_type, form, N_PARAMS[form]) is fit for form, fit in seen.items()):
+                # A job without reports takes its speed from its type's prior fit alone (`ModelBook._fit_speed`):
+                # the same fit object (or still none) as at the last refresh gives each the same speed.
+                continue
+            fits: dict[Form, SpeedPredictor | None] = {}
             for jid, other in self._waiting.get(job_type, {}).items():
+                learner = book.learner(jid, other.spec)
+                if learner.form not in fits:
+                    fits[learner.form] = book.priors.fitted(job_type, learner.form, N_PARAMS[learner.form])
                 had = models.get(jid)
-                if had is not None and book.speed(book.learner(jid, other.spec)) == (had.speed, had.basis):
+                if had is not None and book.speed(learner) == (had.speed, had.basis):
                     continue  # (a prior that cannot predict yet: the same model; without reports nothing else moves)
                 models[jid] = book.model(jid, other.spec)
+            self._seen[job_type] = fits
         self._stale.clear()
 
     def on_event(self, what: str, record: JobRecord) -> None:
         """Listener: publish a prior model for new jobs; forget ended ones."""
         if what == "submitted":
-            self.controller.models[record.id] = self.book.model(record.id, record.spec)
-            if record.spec.job_type:
-                self._waiting.setdefault(record.spec.job_type, {})[record.id] = record
+            model = self.controller.models[record.id] = self.book.model(record.id, record.spec)
+            job_type = record.spec.job_type
+            if job_type:
+                self._waiting.setdefault(job_type, {})[record.id] = record
+                seen = self._seen.get(job_type)
+                if seen is not None and (model.form not in seen or model.speed is not seen[model.form]):
+                    self._seen.pop(job_type)  # (published from another fit: check each job at the next refresh)
         elif what in _ENDED:
             self.controller.models.pop(record.id, None)
             self.book.forget(record.id)
