@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from tests.replay_helpers import Recorder
 
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
@@ -18,23 +19,9 @@ from trainmaster.core.resources import Resources
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.cycle import Cycle
 from trainmaster.policies.registry import make_policy
-from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.policies.snapshot import Plan
 from trainmaster.workloads.base import Workload
 from trainmaster.workloads.loaders import load_workload
-
-
-class Recorder:
-    """A policy that decides with `cycle` and keeps every plan."""
-
-    def __init__(self, cycle: Cycle) -> None:
-        self.cycle = cycle
-        self.name, self.interval, self.uses_models = cycle.name, cycle.interval, cycle.uses_models
-        self.plans: list[Plan] = []
-
-    def decide(self, snapshot: Snapshot) -> Plan:
-        plan = self.cycle.decide(snapshot)
-        self.plans.append(plan)
-        return plan
 
 
 def replay(workload: Workload, preset: str, fast: bool, queues: dict[str, QueueSpec] | None = None,

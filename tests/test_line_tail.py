@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterable, Mapping
 
 import pytest
+from tests.replay_helpers import eager
 
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.notes import NoteStreams, Settles
@@ -93,17 +94,6 @@ def failing(controller: Controller, every: int) -> None:
         return events
 
     engine.wait = failing_wait  # type: ignore[method-assign]
-
-
-def eager(self: Controller, changed: dict[str, str], rejected: Mapping[str, str], now: float) -> None:
-    """The per-record loop the streams replace (as tests/test_note_streams.py has it)."""
-    for jid, reason in changed.items():
-        record = self.live.get(jid)
-        if record is None or jid in rejected:
-            continue
-        if record.why != reason or not record.decisions or record.decisions[-1][1] != reason:
-            record.note(now, reason)
-        self._said[jid] = reason
 
 
 def eager_tail(self: Controller, tail: Tail, text: str, snap: Snapshot, own: Mapping[str, str], now: float) -> None:

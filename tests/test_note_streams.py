@@ -9,10 +9,10 @@ Every job's decision log and latest reason must be the same in all three.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 
 import pytest
 from tests.queue_builders import queue, queues
+from tests.replay_helpers import eager
 
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
@@ -23,17 +23,6 @@ from trainmaster.workloads.base import Workload
 from trainmaster.workloads.loaders import load_workload
 
 Logs = dict[str, tuple[str, list[tuple[float, str]]]]
-
-
-def eager(self: Controller, changed: dict[str, str], rejected: Mapping[str, str], now: float) -> None:
-    """The per-record loop the streams replace: note every changed reason on its record at once."""
-    for jid, reason in changed.items():
-        record = self.live.get(jid)
-        if record is None or jid in rejected:
-            continue
-        if record.why != reason or not record.decisions or record.decisions[-1][1] != reason:
-            record.note(now, reason)
-        self._said[jid] = reason
 
 
 def replay(workload: Workload, preset: str, how: str, monkeypatch: pytest.MonkeyPatch,
