@@ -19,6 +19,7 @@ class Recorder:
     def __init__(self, cycle: Cycle) -> None:
         self.cycle = cycle
         self.name, self.interval, self.uses_models = cycle.name, cycle.interval, cycle.uses_models
+        self.reads_few_jobs = cycle.reads_few_jobs  # the snapshot the preset gets in the product
         self.plans: list[Plan] = []
 
     def decide(self, snapshot: Snapshot) -> Plan:

@@ -9,9 +9,10 @@ replace: each test replays with and without them, or against a plain dict.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import pytest
+from tests import replay_helpers
 from tests.replay_helpers import eager
 
 from trainmaster.controller.loop import Controller
@@ -60,19 +61,15 @@ def test_book_reads_as_a_dict_and_its_frozen_copies_as_the_dict_then() -> None:
         del book["nope"]
 
 
-class Recorder:
-    """A policy that decides with `cycle`, keeps every plan and its waits in order as read at once."""
+class Recorder(replay_helpers.Recorder):
+    """Also keeps each plan's waits in order as read at once."""
 
     def __init__(self, cycle: Cycle) -> None:
-        self.cycle = cycle
-        self.name, self.interval, self.uses_models = cycle.name, cycle.interval, cycle.uses_models
-        self.reads_few_jobs = cycle.reads_few_jobs
-        self.plans: list[Plan] = []
+        super().__init__(cycle)
         self.at_once: list[list[str]] = []
 
     def decide(self, snapshot: Snapshot) -> Plan:
-        plan = self.cycle.decide(snapshot)
-        self.plans.append(plan)
+        plan = super().decide(snapshot)
         self.at_once.append(list(plan.waits))  # the tail read from the line, while it is unchanged
         return plan
 
@@ -139,24 +136,28 @@ def test_tail_notes_read_as_eager_ones(every: int, monkeypatch: pytest.MonkeyPat
         assert any("injected" in text for _, log in lazy.values() for _, text in log)
 
 
-@pytest.mark.parametrize("every", [0, 9])
-def test_tail_reads_alike_from_the_line_and_from_the_views(every: int) -> None:
-    """Read at once (from the line) and after the run (from the frozen views): the same waits, in order,
-    and the plans equal those of the phases without the line's fast path."""
-    workload = load_workload("synthetic:300:60", max_factor=1.0, seed=12)
+def with_and_without_line(preset: str, workload: Workload, perturb: Callable[[Controller], None]) -> list[Recorder]:
+    """The preset replayed on 4x4 with its line's fast path and without it (`from_line = None`)."""
     runs = []
     for fast in (True, False):
-        cycle = make_policy("fifo")
+        cycle = make_policy(preset)
         assert isinstance(cycle, Cycle)
         if not fast:
             cycle.from_line = None
         recorder = Recorder(cycle)
         controller = Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder)
-        if every:
-            failing(controller, every)
+        perturb(controller)
         controller.run()
         runs.append(recorder)
-    fast_run, slow_run = runs
+    return runs
+
+
+@pytest.mark.parametrize("every", [0, 9])
+def test_tail_reads_alike_from_the_line_and_from_the_views(every: int) -> None:
+    """Read at once (from the line) and after the run (from the frozen views): the same waits, in order,
+    and the plans equal those of the phases without the line's fast path."""
+    workload = load_workload("synthetic:300:60", max_factor=1.0, seed=12)
+    fast_run, slow_run = with_and_without_line("fifo", workload, lambda c: failing(c, every) if every else None)
     tails = [p for p in fast_run.plans if isinstance(p.waits, Behind)]
     assert len(tails) > 200 and any(len(p.waits) > 20 for p in tails)
     assert fast_run.plans == slow_run.plans
@@ -191,19 +192,9 @@ def test_drf_shapes_follow_spec_changes_through_the_journal() -> None:
     """drf's shapes (`PendingLine.reshape`) checked only for the jobs the journal names: the plans stay
     those of the phases when pending jobs' specs change mid-run."""
     workload = load_workload("synthetic:300:60", max_factor=1.0, seed=13)
-    runs = []
-    for fast in (True, False):
-        cycle = make_policy("drf")
-        assert isinstance(cycle, Cycle)
-        if not fast:
-            cycle.from_line = None
-        recorder = Recorder(cycle)
-        controller = Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder)
-        resizing(controller, 7)
-        controller.run()
-        runs.append(recorder.plans)
-        if fast:
-            line = cycle.line
-            assert line is not None and line.shaped
+    fast_run, slow_run = with_and_without_line("drf", workload, lambda c: resizing(c, 7))
+    line = fast_run.cycle.line
+    assert line is not None and line.shaped
+    runs = [fast_run.plans, slow_run.plans]
     assert len(runs[0]) > 200 and runs[0] == runs[1]
     assert [list(p.waits) for p in runs[0]] == [list(p.waits) for p in runs[1]]
