@@ -349,6 +349,7 @@ class Timed:
     def __init__(self, inner: Policy) -> None:
         self.inner, self.times = inner, list[float]()
         self.name, self.interval, self.uses_models = inner.name, inner.interval, inner.uses_models
+        self.reads_few_jobs = inner.reads_few_jobs
 
     def decide(self, snap: Snapshot) -> Plan:
         t = time.perf_counter()

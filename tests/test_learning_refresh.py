@@ -34,7 +34,7 @@ def _replay(preset: str, defer: bool, skip: bool = True) -> tuple[list[dict[str,
     plans: list[Plan] = []
 
     class Recording:
-        name, uses_models, interval = policy.name, True, policy.interval
+        name, uses_models, interval, reads_few_jobs = policy.name, True, policy.interval, policy.reads_few_jobs
 
         def decide(self, snap: Snapshot) -> Plan:
             models.append({jid: _seen(m) for jid, m in snap.models.items()})

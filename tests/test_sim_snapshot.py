@@ -42,6 +42,10 @@ class Audited:
     def uses_models(self) -> bool:
         return self.inner.uses_models
 
+    @property
+    def reads_few_jobs(self) -> bool:
+        return self.inner.reads_few_jobs
+
     def decide(self, snap: Snapshot) -> Plan:
         c = self.controller
         assert c is not None

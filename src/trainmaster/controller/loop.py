@@ -80,9 +80,9 @@ class Controller:
         self._held: dict[str, Allocation] = {}  # job id -> allocation of every live job holding resources
         self._pending: Book[None] = Book()  # ids of the live jobs holding nothing
         self._top = 0  # the highest `_position` given yet (see `submit`)
-        # The policy looks up few jobs per decision (`Cycle.reads_few_jobs`): its snapshots' jobs are frozen
+        # The policy looks up few jobs per decision (`Policy.reads_few_jobs`): its snapshots' jobs are frozen
         # books; any other gets a plain dict (lookups at C speed, one copy per decision).
-        self._few = getattr(policy, "reads_few_jobs", False) is True
+        self._few = policy.reads_few_jobs is True
         self._pending_sorted = True  # `_pending` is in `_position` order (see `_pending_ids`)
         self._position: dict[str, int] = {}  # live job id -> when it entered `live` (orders `pending_ids`)
         self._touched: set[str] = set()  # ids that joined or left `_pending` since the last snapshot

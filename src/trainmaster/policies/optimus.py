@@ -149,6 +149,7 @@ class Optimus:
 
     name = "optimus"
     uses_models = True  # the controller attaches online model fitting (controller/learning.py)
+    reads_few_jobs = False  # the greedy reads every job (Policy protocol)
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
                  interval: float | None = INTERVAL_S, goodput: bool = False) -> None:

@@ -236,5 +236,8 @@ class Policy(Protocol):
     name: str
     interval: float | None  # re-decide at least this often while jobs are live (None: on events only)
     uses_models: bool  # True: the controller fits speed and convergence models online from reports
+    # True: a decision looks up only the jobs that changed and a few more, so the controller may hand it a
+    # frozen book of the jobs instead of a copy of every one (`Cycle.reads_few_jobs`, `controller.views.Frozen`)
+    reads_few_jobs: bool
 
     def decide(self, snapshot: Snapshot) -> Plan: ...
