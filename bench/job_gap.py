@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--trace", default="", help="print the GPU steps and reasons of this job id (e.g. yolov3-12)")
     args = parser.parse_args()
     lo, _, hi = args.workloads.partition("-")
-    folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:g}")
+    folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:.1f}")
     rows: dict[str, list[tuple[float, float, float, float, float]]] = defaultdict(list)
     resizes: dict[str, list[int]] = defaultdict(list)
     for n in range(int(lo), int(hi or lo) + 1):

@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--workloads", default="1-4")
     args = parser.parse_args()
     lo, _, hi = args.workloads.partition("-")
-    folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:g}")
+    folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:.1f}")
     print("| workload | jobs | (a) requested, mean s | (b) best per epoch, mean s | (b) / (a) |")
     print("| --- | ---: | ---: | ---: | ---: |")
     means = []
