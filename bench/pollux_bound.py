@@ -11,6 +11,7 @@ truth known. Pollux's published mean at load 0.5 is 1,534 s; if (b) were
 near it, our truth would be what held us back, not the policy.
 
     .venv/bin/python -m bench.pollux_bound [--load 0.5] [--workloads 1-4]
+    .venv/bin/python -m bench.pollux_bound --app yolov3    # per epoch: noise scale, best size, seconds
 """
 
 from __future__ import annotations
@@ -35,17 +36,19 @@ def packed(replicas: int) -> list[int]:
 
 
 @cache
-def best_alone(app: str, cap: int | None = None) -> tuple[float, int, int]:
-    """(seconds alone at the best replicas x batch per epoch, replicas and batch of the last epoch's best).
+def best_per_epoch(app: str, cap: int | None = None) -> tuple[tuple[float, float, int, int], ...]:
+    """Per epoch: (the truth's noise scale at the smallest batch, seconds alone at the best, replicas, batch).
 
-    `cap`: at most this many replicas (default: the job's own cap, `peer_max_replicas`)."""
+    `cap`: at most this many replicas (default: the job's own cap, `peer_max_replicas`). The noise
+    scale `init_batch * var / sqr` says how much a larger batch is worth in that epoch (near 0: no
+    more than the smallest), which is what a policy's batch and size choices follow."""
     profile = load_profile(DATA / "profiles" / app)
     model = peer_model(profile)
     ratio = model.max_batch / model.init_batch
     batches = sorted({int(model.init_batch * ratio ** (i / BATCHES)) for i in range(BATCHES + 1)}
                      | set(profile.validation))
     smallest_local = min(c.local_bsz[0] for c in profile.placements.values())
-    total, best = 0.0, (math.inf, 1, model.init_batch)
+    out = []
     for e in range(model.epochs):
         progress = model.boundaries[e + 1] - model.boundaries[e]
         best = (math.inf, 1, model.init_batch)
@@ -56,15 +59,31 @@ def best_alone(app: str, cap: int | None = None) -> tuple[float, int, int]:
                 batching = model.batching(r, b)
                 seconds = progress * model.step_time(packed(r), batching) / model.gain(float(batching.batch), e)
                 best = min(best, (seconds, r, b))
-        total += best[0]
-    return total, best[1], best[2]
+        sqr, var = model.grad_stats(float(model.init_batch), e)
+        out.append((model.init_batch * var / sqr if sqr > 0 else math.inf, *best))
+    return tuple(out)
+
+
+def best_alone(app: str, cap: int | None = None) -> tuple[float, int, int]:
+    """(seconds alone at the best replicas x batch per epoch, replicas and batch of the last epoch's best).
+
+    `cap`: at most this many replicas (default: the job's own cap, `peer_max_replicas`)."""
+    epochs = best_per_epoch(app, cap)
+    return sum(e[1] for e in epochs), epochs[-1][2], epochs[-1][3]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--load", type=float, default=0.5, choices=(0.5, 1.0, 1.5, 2.0))
     parser.add_argument("--workloads", default="1-4")
+    parser.add_argument("--app", default="", help="print this application's best size and noise scale per epoch")
     args = parser.parse_args()
+    if args.app:
+        print(f"| {args.app} epoch | noise scale (samples) | best replicas x batch | seconds |")
+        print("| ---: | ---: | --- | ---: |")
+        for e, (phi, seconds, r, b) in enumerate(best_per_epoch(args.app)):
+            print(f"| {e} | {phi:,.1f} | {r} x {b} | {seconds:,.0f} |")
+        return
     lo, _, hi = args.workloads.partition("-")
     folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:.1f}")
     print("| workload | jobs | (a) requested, mean s | (b) best per epoch, mean s | (b) / (a) |")

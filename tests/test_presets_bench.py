@@ -120,3 +120,12 @@ def test_a_replica_cap_bounds_the_best_size(shared_data: Path) -> None:
     free, _, _ = pollux_bound.best_alone("bert")
     capped, replicas, _ = pollux_bound.best_alone("bert", 12)
     assert replicas <= 12 and capped > free  # bert's best uses 48 replicas, so the cap costs time
+
+
+def test_the_bound_per_epoch_sums_to_the_bound() -> None:
+    """bench/pollux_bound.py: per-epoch bests add up to the bound; yolov3's noise scale grows from ~0 in epoch 0."""
+    epochs = pollux_bound.best_per_epoch("yolov3")
+    seconds, replicas, batch = pollux_bound.best_alone("yolov3")
+    assert abs(sum(e[1] for e in epochs) - seconds) < 1e-6 and (replicas, batch) == epochs[-1][2:]
+    assert epochs[0][0] < 1.0 < 100.0 < epochs[-1][0]  # the truth: small batches pay only early
+    assert epochs[0][2] * epochs[0][3] < epochs[-1][2] * epochs[-1][3]
