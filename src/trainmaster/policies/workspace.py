@@ -141,6 +141,9 @@ def minimum(spec: JobSpec) -> dict[Role, int]:
 
 def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     """What `counts` replicas of the job's roles take in all."""
+    if len(counts) == 1:  # one role (most gangs): one product, no running sum
+        ((role, n),) = counts.items()
+        return spec.roles[role].resources * n
     out = Resources()
     for role, n in counts.items():
         out = out + spec.roles[role].resources * n
@@ -165,7 +168,7 @@ def anchored(spec: JobSpec, memo: ClusterMemo, counts: Mapping[Role, int]) -> bo
     with both kinds: a one-task job has no rest that could go on without its
     anchor, so for it the rule would only mean `transient: never`.
     """
-    return spec.anchored and memo.traits.mixed and sum(counts.values()) > 1
+    return memo.traits.mixed and spec.anchored and sum(counts.values()) > 1  # (cheapest test first)
 
 
 class _FitIndex:
@@ -342,18 +345,19 @@ class Workspace:
         self._trials.pop()
 
     def _take(self, spec: JobSpec, alloc: Allocation, sign: int) -> None:
+        free, fit, class_fit = self.free, self._fit, self._class_fit
         for node, res in alloc.per_node(spec).items():
             if sign > 0:
-                self.free[node] = self.free[node] - res
+                free[node] = free[node] - res
                 self.total_free = self.total_free - res
             else:
-                self.free[node] = self.free[node] + res
+                free[node] = free[node] + res
                 self.total_free = self.total_free + res
                 self._grown += 1
-            if self._fit is not None:
-                self._fit.update(node)
-            if self._class_fit is not None:
-                self._class_fit[node].update(node)
+            if fit is not None:
+                fit.update(node)
+            if class_fit is not None:
+                class_fit[node].update(node)
 
     def _set(self, job: JobView, alloc: Allocation | None) -> None:
         """The one mutation: `job` now holds `alloc` (None: nothing). Trials and the book see it."""
@@ -460,7 +464,14 @@ class Workspace:
                     if best is None or key < best:
                         single, best = name, key
         if single is not None:
-            return Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
+            if len(counts) == 1:  # one role: its tasks are equal placements, already in order
+                ((role, n),) = counts.items()
+                alloc = Allocation(tuple(itertools.repeat(Placement(role, single), n)))
+            else:
+                alloc = Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
+            # What it takes per node is `need`, all on that node: seed `per_node`'s memo (`_take` reads it).
+            alloc.__dict__["_per_node"] = (spec, {single: need})
+            return alloc
         if held_per_node or self.scoring is not TIGHTEST:
             free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
         else:  # only nodes that hold some task: `_spread` never chooses the others (same order for the rest)
