@@ -45,6 +45,8 @@ from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
 _V = TypeVar("_V")
 _POSITION = itemgetter(2)  # a `_FitIndex` key's position in cluster order
+_ZERO = Resources()
+_NOTHING: Mapping[str, Resources] = MappingProxyType({})  # what a job holding nothing holds per node
 
 
 def eligible(node: Node, spec: JobSpec) -> bool:
@@ -108,7 +110,8 @@ class ClusterMemo:
 
     def pool(self, spec: JobSpec) -> EligibleNodes:
         """`eligible` over the whole cluster, per the spec fields it reads (hot path)."""
-        key = (spec.transient is TransientUse.NEVER, spec.require_gpu_types if spec.min_gpus > 0 else ())
+        types = spec.require_gpu_types  # (`min_gpus` sums the roles: read only when some type is required)
+        key = (spec.transient is TransientUse.NEVER, types if types and spec.min_gpus > 0 else ())
         found = self.pools.get(key)
         if found is None:
             found = self.pools[key] = EligibleNodes([n for n in self.cluster.nodes if eligible(n, spec)])
@@ -269,6 +272,9 @@ class Workspace:
         self.eta: dict[str, float] = {}
         self.rank: dict[str, int] = {}  # position in the cycle's order: lower is served first
         self.want: dict[str, Mapping[Role, int]] = {}  # replicas per role from the size phase
+        # `cycle.gang_key` per job as the place phase found it, with the sizes it was found for (the same
+        # object: preemption reuses it only while `want` holds that very mapping for the job).
+        self.gangs: dict[str, tuple[Mapping[Role, int], tuple[object, ...] | None]] = {}
         self._fit: _FitIndex | None = None  # built by the second `find` that scans for a node
         self._scans = 0
         self._book: QueueBook | None = None
@@ -387,11 +393,18 @@ class Workspace:
     def fits(self, job: JobView, alloc: Allocation) -> bool:
         """Whether `alloc` fits in the free capacity (counting what `job` itself holds here)."""
         held = self.allocations.get(job.id)
-        held_per_node = held.per_node(job.spec) if held else {}
+        free = self.free
+        if not held:  # (the common case: nothing of its own to count as free)
+            for node, res in alloc.per_node(job.spec).items():
+                room = free.get(node)
+                if room is None or not res.fits_in(room):
+                    return False
+            return True
+        held_per_node = held.per_node(job.spec)
         for node, res in alloc.per_node(job.spec).items():
-            if node not in self.free:
+            if node not in free:
                 return False
-            if not res.fits_in(self.free[node] + held_per_node.get(node, Resources())):
+            if not res.fits_in(free[node] + held_per_node.get(node, _ZERO)):
                 return False
         return True
 
@@ -405,10 +418,13 @@ class Workspace:
         spec = job.spec
         need = demand(spec, counts)
         held = self.allocations.get(job.id)
-        held_per_node = held.per_node(spec) if held else {}
-        available = self.total_free
-        for res in held_per_node.values():
-            available = available + res
+        if held:
+            held_per_node = held.per_node(spec)
+            available = self.total_free
+            for res in held_per_node.values():
+                available = available + res
+        else:  # (most searches: a job that holds nothing here)
+            held_per_node, available = _NOTHING, self.total_free
         if not need.fits_in(available):
             return None
         if sum(counts.values()) == 0:
@@ -416,7 +432,7 @@ class Workspace:
         if anchored(spec, self.memo, counts):
             return self._find_anchored(job, counts, prefer)
         pool = self.memo.pool(spec)
-        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free]
+        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free] if prefer else []
         misfit = None
         if not held_per_node and not preferred and len(counts) == 1:
             # One role, nothing held or preferred: whether it fits depends on free capacity alone, and
@@ -435,9 +451,10 @@ class Workspace:
               pool: EligibleNodes, preferred: list[str], held_per_node: Mapping[str, Resources]
               ) -> Allocation | None:
         own = self.free
-        zero = Resources()
+        zero = _ZERO
         # One node if possible: preferred first, then the best scored.
-        single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None)
+        single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None
+                      ) if preferred else None
         if single is None and self.scoring is not TIGHTEST:
             if self._by_class and not held_per_node:
                 single = self._best_by_class(job, need, pool)
