@@ -418,6 +418,7 @@ class Workspace:
         spec = job.spec
         need = demand(spec, counts)
         held = self.allocations.get(job.id)
+        held_per_node: Mapping[str, Resources]
         if held:
             held_per_node = held.per_node(spec)
             available = self.total_free
