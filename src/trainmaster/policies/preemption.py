@@ -29,7 +29,7 @@ Two rules, in the stated order of who may be evicted:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from itertools import islice, repeat
 from operator import attrgetter, le
 
@@ -99,6 +99,8 @@ class _Holders:
         self.indexed = indexed  # False: scan every holder (the reference the index must plan like)
         self.index: dict[str, dict[int, dict[str, None]]] = {}
         self.where: dict[str, tuple[str, int]] = {}
+        self.version = 0  # bumped at every change to the index (`any` remembers answers per version)
+        self._any: dict[tuple[int, str, bool, int], bool] = {}
         for jid, alloc in ws.allocations.items():
             if alloc and jid in snap.jobs:
                 self._add(jid)
@@ -107,6 +109,7 @@ class _Holders:
         job = self.snap.jobs[jid]
         key = self.where[jid] = (self.book.queue_of(job), job.spec.priority)
         self.index.setdefault(key[0], {}).setdefault(key[1], {})[jid] = None
+        self.version += 1
 
     def sync(self, *jids: str) -> None:
         """Re-index `jids` after their allocations changed."""
@@ -116,6 +119,7 @@ class _Holders:
             if key is not None and not holds:
                 del self.index[key[0]][key[1]][jid]
                 del self.where[jid]
+                self.version += 1
             elif key is None and holds:
                 self._add(jid)
 
@@ -132,7 +136,15 @@ class _Holders:
         """Whether `candidates` would name anybody (without listing them: most claimants have nobody)."""
         if not self.indexed:
             return any(alloc and jid in self.snap.jobs for jid, alloc in self.ws.allocations.items())
-        return any(self._groups(claimant, quota_blocked))
+        index, mine = self.index, self.book.queue_of(claimant)
+        if len(index) > 1 or (index and mine not in index):  # another queue's holders: reclaim may count
+            return any(self._groups(claimant, quota_blocked))
+        # Only the claimant's queue holds anything: the answer follows its kind and priority alone.
+        key = (self.version, mine, claimant.spec.kind is JobKind.SERVICE, claimant.spec.priority)
+        found = self._any.get(key)
+        if found is None:
+            found = self._any[key] = any(self._groups(claimant, quota_blocked))
+        return found
 
     def _groups(self, claimant: JobView, quota_blocked: bool) -> Iterator[dict[str, None]]:
         """`candidates`, a group of the index at a time (the reclaim test only once another queue is met)."""
@@ -277,7 +289,7 @@ class QueueRules(VictimRule):
             self.holders.sync(claimant.id)
 
 
-def _place(rule: VictimRule, ws: Workspace, job: JobView, want: dict[Role, int]) -> bool:
+def _place(rule: VictimRule, ws: Workspace, job: JobView, want: Mapping[Role, int]) -> bool:
     if rule.quota_aware:
         result = try_place(ws, job, want)
         return result is not None and not isinstance(result, str)
@@ -309,7 +321,7 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
     # A placement as is changes nothing when it fails (`find`, then `assign`): the trial opens after it
     # (`try_place` under quotas may: then before). Kept as is, it is recorded where the trial would put it.
     trial = ws.trial() if rule.quota_aware else None
-    placed = rule.try_first and not misfit and _place(rule, ws, claimant, dict(want))
+    placed = rule.try_first and not misfit and _place(rule, ws, claimant, want)
     if placed and trial is None:
         return []
     if rule.try_first and not placed and key is not None:
@@ -322,7 +334,7 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
             held = ws.release(victim)
             assert held is not None
             evicted.append((victim, held, kind))
-            if _place(rule, ws, claimant, dict(want)):
+            if _place(rule, ws, claimant, want):
                 placed = True
                 break
     if not placed:

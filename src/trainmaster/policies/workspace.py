@@ -428,9 +428,10 @@ class Workspace:
             held_per_node, available = _NOTHING, self.total_free
         if not need.fits_in(available):
             return None
-        if sum(counts.values()) == 0:
+        tasks = sum(counts.values())
+        if tasks == 0:
             return Allocation()
-        if anchored(spec, self.memo, counts):
+        if tasks > 1 and anchored(spec, self.memo, counts):  # (one task: no anchors to keep apart)
             return self._find_anchored(job, counts, prefer)
         pool = self.memo.pool(spec)
         preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free] if prefer else []
