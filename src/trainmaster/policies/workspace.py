@@ -488,9 +488,7 @@ class Workspace:
                 alloc = Allocation(tuple(itertools.repeat(Placement(role, single), n)))
             else:
                 alloc = Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
-            # What it takes per node is `need`, all on that node: seed `per_node`'s memo (`_take` reads it).
-            alloc.__dict__["_per_node"] = (spec, {single: need})
-            return alloc
+            return alloc.remember(spec, {single: need}, need)  # (`_take` and the presets read these)
         if held_per_node or self.scoring is not TIGHTEST:
             free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
         else:  # only nodes that hold some task: `_spread` never chooses the others (same order for the rest)
