@@ -89,6 +89,13 @@ class Allocation:
         self.__dict__["_gpus"] = (spec, n)
         return n
 
+    def remember(self, spec: JobSpec, per_node: dict[str, Resources], total: Resources) -> Allocation:
+        """Fill the memos of `per_node`, `resources` and `gpus` for `spec` with what a caller that built the
+        allocation already knows (the same values they would compute); returns the allocation."""
+        memo = self.__dict__
+        memo["_per_node"], memo["_resources"], memo["_gpus"] = (spec, per_node), (spec, total), (spec, total.gpu)
+        return self
+
     def describe(self) -> str:
         """`worker=2@n0,n1 ps=1@n0` style summary."""
         parts = []

@@ -109,7 +109,10 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
             held = ws.allocations.get(job.id)
             if held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
-            key = None if held or job.allocation or not skip_misfits else gang_key(job.spec, want, mixed)
+            key = None
+            if skip_misfits and not held and not job.allocation.tasks:
+                key = gang_key(job.spec, want, mixed)
+                ws.gangs[job.id] = (want, key)  # (preemption reads it again: `preempt_with`)
             if key is not None:
                 seen = failed.get(key)
                 if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)

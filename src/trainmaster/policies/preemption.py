@@ -29,7 +29,7 @@ Two rules, in the stated order of who may be evicted:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from itertools import islice, repeat
 from operator import attrgetter, le
 
@@ -99,6 +99,8 @@ class _Holders:
         self.indexed = indexed  # False: scan every holder (the reference the index must plan like)
         self.index: dict[str, dict[int, dict[str, None]]] = {}
         self.where: dict[str, tuple[str, int]] = {}
+        self.version = 0  # bumped at every change to the index (`any` remembers answers per version)
+        self._any: dict[tuple[int, str, bool, int], bool] = {}
         for jid, alloc in ws.allocations.items():
             if alloc and jid in snap.jobs:
                 self._add(jid)
@@ -107,6 +109,7 @@ class _Holders:
         job = self.snap.jobs[jid]
         key = self.where[jid] = (self.book.queue_of(job), job.spec.priority)
         self.index.setdefault(key[0], {}).setdefault(key[1], {})[jid] = None
+        self.version += 1
 
     def sync(self, *jids: str) -> None:
         """Re-index `jids` after their allocations changed."""
@@ -116,6 +119,7 @@ class _Holders:
             if key is not None and not holds:
                 del self.index[key[0]][key[1]][jid]
                 del self.where[jid]
+                self.version += 1
             elif key is None and holds:
                 self._add(jid)
 
@@ -123,19 +127,41 @@ class _Holders:
         """Every holder `_victim_kind` might accept for `claimant` (maybe more, never fewer)."""
         if not self.indexed:
             return [jid for jid, alloc in self.ws.allocations.items() if alloc and jid in self.snap.jobs]
+        out: list[str] = []
+        for jids in self._groups(claimant, quota_blocked):
+            out.extend(jids)
+        return out
+
+    def any(self, claimant: JobView, quota_blocked: bool) -> bool:
+        """Whether `candidates` would name anybody (without listing them: most claimants have nobody)."""
+        if not self.indexed:
+            return any(alloc and jid in self.snap.jobs for jid, alloc in self.ws.allocations.items())
+        index, mine = self.index, self.book.queue_of(claimant)
+        if len(index) > 1 or (index and mine not in index):  # another queue's holders: reclaim may count
+            return any(self._groups(claimant, quota_blocked))
+        # Only the claimant's queue holds anything: the answer follows its kind and priority alone.
+        key = (self.version, mine, claimant.spec.kind is JobKind.SERVICE, claimant.spec.priority)
+        found = self._any.get(key)
+        if found is None:
+            found = self._any[key] = any(self._groups(claimant, quota_blocked))
+        return found
+
+    def _groups(self, claimant: JobView, quota_blocked: bool) -> Iterator[dict[str, None]]:
+        """`candidates`, a group of the index at a time (the reclaim test only once another queue is met)."""
         mine = self.book.queue_of(claimant)
         service = claimant.spec.kind is JobKind.SERVICE
-        reclaim = not service and not quota_blocked and self.book.within_quota(claimant, claimant.spec.min_resources)
-        out: list[str] = []
+        reclaim: bool | None = None
         for queue, by_priority in self.index.items():
             if queue == mine:
                 for priority, jids in by_priority.items():
                     if service or priority < claimant.spec.priority:
-                        out.extend(jids)
-            elif service or reclaim:
-                for jids in by_priority.values():
-                    out.extend(jids)
-        return out
+                        yield jids
+                continue
+            if reclaim is None:
+                reclaim = (not service and not quota_blocked
+                           and self.book.within_quota(claimant, claimant.spec.min_resources))
+            if service or reclaim:
+                yield from by_priority.values()
 
 
 class VictimRule(ABC):
@@ -237,7 +263,7 @@ class QueueRules(VictimRule):
     def room(self, claimant: JobView) -> Resources | None:
         """Nothing when no holder may be evicted for the claimant (it then cannot start); else unknown."""
         quota_blocked = self.ws.kind(claimant.id) is WaitKind.QUOTA
-        return None if self.holders.candidates(claimant, quota_blocked) else Resources()
+        return None if self.holders.any(claimant, quota_blocked) else Resources()
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         ws, snap = self.ws, self.ws.snap
@@ -257,10 +283,13 @@ class QueueRules(VictimRule):
                 yield victim, kind
 
     def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
-        self.holders.sync(claimant.id, *(v.id for v in evicted))
+        if evicted:
+            self.holders.sync(claimant.id, *[v.id for v in evicted])
+        else:  # (most claimants: nobody to evict)
+            self.holders.sync(claimant.id)
 
 
-def _place(rule: VictimRule, ws: Workspace, job: JobView, want: dict[Role, int]) -> bool:
+def _place(rule: VictimRule, ws: Workspace, job: JobView, want: Mapping[Role, int]) -> bool:
     if rule.quota_aware:
         result = try_place(ws, job, want)
         return result is not None and not isinstance(result, str)
@@ -289,17 +318,23 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
         return None
     if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
         return None
-    trial = ws.trial()
-    placed = rule.try_first and not misfit and _place(rule, ws, claimant, dict(want))
+    # A placement as is changes nothing when it fails (`find`, then `assign`): the trial opens after it
+    # (`try_place` under quotas may: then before). Kept as is, it is recorded where the trial would put it.
+    trial = ws.trial() if rule.quota_aware else None
+    placed = rule.try_first and not misfit and _place(rule, ws, claimant, want)
+    if placed and trial is None:
+        return []
     if rule.try_first and not placed and key is not None:
         misfits[key] = ws.total_free
+    if trial is None:
+        trial = ws.trial()
     evicted: list[tuple[JobView, Allocation, str]] = []
     if not placed:
         for victim, kind in rule.candidates(claimant):
             held = ws.release(victim)
             assert held is not None
             evicted.append((victim, held, kind))
-            if _place(rule, ws, claimant, dict(want)):
+            if _place(rule, ws, claimant, want):
                 placed = True
                 break
     if not placed:
@@ -325,14 +360,19 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     out: list[JobView] = []  # victims still out
     lost: set[GangKey] = set()  # `monotone` rules: gangs a claimant could not start even by evicting
     misfits: dict[GangKey, Resources] = {}  # gangs that did not fit as is (`_evict_for`)
-    keyed = rule.shortcuts and not (rule.quota_aware and ws.snap.queues)  # (quotas: more than the gang)
+    # A gang's key serves the as-is misfits (`try_first`) and the lost gangs (`monotone`); no more.
+    keyed = (rule.shortcuts and (rule.try_first or rule.monotone)
+             and not (rule.quota_aware and ws.snap.queues))  # (quotas: more than the gang)
     mixed = keyed and ws.memo.traits.mixed
+    gangs, wants, allocations, rejected = ws.gangs, ws.want, ws.allocations, ws.rejected
     for claimant in rule.claimants(blocked):
         key = None
-        if keyed and not claimant.allocation:
-            want = ws.want.get(claimant.id)
-            if want is not None and claimant.id not in ws.allocations and claimant.id not in ws.rejected:
-                key = gang_key(claimant.spec, want, mixed)
+        if keyed and not claimant.allocation.tasks:
+            jid = claimant.id
+            want = wants.get(jid)
+            if want is not None and jid not in allocations and jid not in rejected:
+                found = gangs.get(jid)  # the place phase's key, for this very `want`
+                key = found[1] if found is not None and found[0] is want else gang_key(claimant.spec, want, mixed)
                 if key is not None and key in lost:
                     still.append(claimant)
                     continue

@@ -45,6 +45,8 @@ from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
 
 _V = TypeVar("_V")
 _POSITION = itemgetter(2)  # a `_FitIndex` key's position in cluster order
+_ZERO = Resources()
+_NOTHING: Mapping[str, Resources] = MappingProxyType({})  # what a job holding nothing holds per node
 
 
 def eligible(node: Node, spec: JobSpec) -> bool:
@@ -108,7 +110,8 @@ class ClusterMemo:
 
     def pool(self, spec: JobSpec) -> EligibleNodes:
         """`eligible` over the whole cluster, per the spec fields it reads (hot path)."""
-        key = (spec.transient is TransientUse.NEVER, spec.require_gpu_types if spec.min_gpus > 0 else ())
+        types = spec.require_gpu_types  # (`min_gpus` sums the roles: read only when some type is required)
+        key = (spec.transient is TransientUse.NEVER, types if types and spec.min_gpus > 0 else ())
         found = self.pools.get(key)
         if found is None:
             found = self.pools[key] = EligibleNodes([n for n in self.cluster.nodes if eligible(n, spec)])
@@ -141,6 +144,9 @@ def minimum(spec: JobSpec) -> dict[Role, int]:
 
 def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     """What `counts` replicas of the job's roles take in all."""
+    if len(counts) == 1:  # one role (most gangs): one product, no running sum
+        ((role, n),) = counts.items()
+        return spec.roles[role].resources * n
     out = Resources()
     for role, n in counts.items():
         out = out + spec.roles[role].resources * n
@@ -165,7 +171,7 @@ def anchored(spec: JobSpec, memo: ClusterMemo, counts: Mapping[Role, int]) -> bo
     with both kinds: a one-task job has no rest that could go on without its
     anchor, so for it the rule would only mean `transient: never`.
     """
-    return spec.anchored and memo.traits.mixed and sum(counts.values()) > 1
+    return memo.traits.mixed and spec.anchored and sum(counts.values()) > 1  # (cheapest test first)
 
 
 class _FitIndex:
@@ -266,6 +272,9 @@ class Workspace:
         self.eta: dict[str, float] = {}
         self.rank: dict[str, int] = {}  # position in the cycle's order: lower is served first
         self.want: dict[str, Mapping[Role, int]] = {}  # replicas per role from the size phase
+        # `cycle.gang_key` per job as the place phase found it, with the sizes it was found for (the same
+        # object: preemption reuses it only while `want` holds that very mapping for the job).
+        self.gangs: dict[str, tuple[Mapping[Role, int], tuple[object, ...] | None]] = {}
         self._fit: _FitIndex | None = None  # built by the second `find` that scans for a node
         self._scans = 0
         self._book: QueueBook | None = None
@@ -342,18 +351,19 @@ class Workspace:
         self._trials.pop()
 
     def _take(self, spec: JobSpec, alloc: Allocation, sign: int) -> None:
+        free, fit, class_fit = self.free, self._fit, self._class_fit
         for node, res in alloc.per_node(spec).items():
             if sign > 0:
-                self.free[node] = self.free[node] - res
+                free[node] = free[node] - res
                 self.total_free = self.total_free - res
             else:
-                self.free[node] = self.free[node] + res
+                free[node] = free[node] + res
                 self.total_free = self.total_free + res
                 self._grown += 1
-            if self._fit is not None:
-                self._fit.update(node)
-            if self._class_fit is not None:
-                self._class_fit[node].update(node)
+            if fit is not None:
+                fit.update(node)
+            if class_fit is not None:
+                class_fit[node].update(node)
 
     def _set(self, job: JobView, alloc: Allocation | None) -> None:
         """The one mutation: `job` now holds `alloc` (None: nothing). Trials and the book see it."""
@@ -383,11 +393,18 @@ class Workspace:
     def fits(self, job: JobView, alloc: Allocation) -> bool:
         """Whether `alloc` fits in the free capacity (counting what `job` itself holds here)."""
         held = self.allocations.get(job.id)
-        held_per_node = held.per_node(job.spec) if held else {}
+        free = self.free
+        if not held:  # (the common case: nothing of its own to count as free)
+            for node, res in alloc.per_node(job.spec).items():
+                room = free.get(node)
+                if room is None or not res.fits_in(room):
+                    return False
+            return True
+        held_per_node = held.per_node(job.spec)
         for node, res in alloc.per_node(job.spec).items():
-            if node not in self.free:
+            if node not in free:
                 return False
-            if not res.fits_in(self.free[node] + held_per_node.get(node, Resources())):
+            if not res.fits_in(free[node] + held_per_node.get(node, _ZERO)):
                 return False
         return True
 
@@ -401,18 +418,23 @@ class Workspace:
         spec = job.spec
         need = demand(spec, counts)
         held = self.allocations.get(job.id)
-        held_per_node = held.per_node(spec) if held else {}
-        available = self.total_free
-        for res in held_per_node.values():
-            available = available + res
+        held_per_node: Mapping[str, Resources]
+        if held:
+            held_per_node = held.per_node(spec)
+            available = self.total_free
+            for res in held_per_node.values():
+                available = available + res
+        else:  # (most searches: a job that holds nothing here)
+            held_per_node, available = _NOTHING, self.total_free
         if not need.fits_in(available):
             return None
-        if sum(counts.values()) == 0:
+        tasks = sum(counts.values())
+        if tasks == 0:
             return Allocation()
-        if anchored(spec, self.memo, counts):
+        if tasks > 1 and anchored(spec, self.memo, counts):  # (one task: no anchors to keep apart)
             return self._find_anchored(job, counts, prefer)
         pool = self.memo.pool(spec)
-        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free]
+        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free] if prefer else []
         misfit = None
         if not held_per_node and not preferred and len(counts) == 1:
             # One role, nothing held or preferred: whether it fits depends on free capacity alone, and
@@ -431,9 +453,10 @@ class Workspace:
               pool: EligibleNodes, preferred: list[str], held_per_node: Mapping[str, Resources]
               ) -> Allocation | None:
         own = self.free
-        zero = Resources()
+        zero = _ZERO
         # One node if possible: preferred first, then the best scored.
-        single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None)
+        single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None
+                      ) if preferred else None
         if single is None and self.scoring is not TIGHTEST:
             if self._by_class and not held_per_node:
                 single = self._best_by_class(job, need, pool)
@@ -460,7 +483,12 @@ class Workspace:
                     if best is None or key < best:
                         single, best = name, key
         if single is not None:
-            return Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
+            if len(counts) == 1:  # one role: its tasks are equal placements, already in order
+                ((role, n),) = counts.items()
+                alloc = Allocation(tuple(itertools.repeat(Placement(role, single), n)))
+            else:
+                alloc = Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
+            return alloc.remember(spec, {single: need}, need)  # (`_take` and the presets read these)
         if held_per_node or self.scoring is not TIGHTEST:
             free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
         else:  # only nodes that hold some task: `_spread` never chooses the others (same order for the rest)
