@@ -14,7 +14,28 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import compress, repeat
 from operator import is_, is_not
-from typing import Protocol
+from typing import Any, Protocol
+
+
+class Said(dict[str, str]):
+    """Job id -> the reason a decision last noted on its record, while that is still its latest note; with
+    the ids dropped since the controller last took them (`take_dropped`): a record noted from anywhere
+    else. A decision whose plan lists the jobs whose reasons changed (`snapshot.Lined`) checks only those
+    and the dropped ones, instead of every waiting job."""
+
+    __slots__ = ("dropped",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped: set[str] = set()
+
+    def pop(self, key: str, /, *default: Any) -> Any:  # (the one way a record drops its entry)
+        self.dropped.add(key)
+        return super().pop(key, *default)
+
+    def take_dropped(self) -> set[str]:
+        dropped, self.dropped = self.dropped, set()
+        return dropped
 
 
 class Stream:

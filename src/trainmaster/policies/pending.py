@@ -12,12 +12,16 @@ import bisect
 from collections.abc import Mapping, Sequence
 from itertools import filterfalse
 from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
 from trainmaster.policies.snapshot import PendingIds, Snapshot, Tail
 from trainmaster.policies.workspace import ClusterMemo, never_fits
+
+if TYPE_CHECKING:
+    from trainmaster.policies.turns import Turns
 
 _Key = tuple[float, str]  # (submit time, id): `cycle.by_submit_time`'s order
 _ID = itemgetter(1)
@@ -40,7 +44,7 @@ class PendingLine:
     """
 
     __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "shaped_at",
-                 "specs", "version")
+                 "specs", "turns", "version")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
@@ -56,6 +60,7 @@ class PendingLine:
         self.seen: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last synced to
         self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
         self.version = 0  # changes whenever `ids` does (a `Tail` reads the ids while they are unchanged)
+        self.turns: Turns | None = None  # drf's failed turns at the last decision (`turns.Turns`)
 
     def sync(self, snap: Snapshot, pending: Sequence[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order (the line's own
