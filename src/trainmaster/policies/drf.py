@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import filterfalse, repeat
 from operator import itemgetter
 from typing import cast
@@ -87,6 +87,21 @@ def progressive_fill(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Ma
     return blocked
 
 
+def _runs(part: list[tuple[float, str]], i: int, placed: list[tuple[float, str]], before: list[tuple[Resources, int]],
+          last: tuple[Resources, int]) -> Iterator[tuple[int, int, Resources, int]]:
+    """The jobs of a shape whose turn failed at `part[i]`, as runs `part[lo:hi]` between the queue's next
+    placements (`placed`, in line order): each with the free capacity and turn just before the placement
+    that ends it (`before`), or at the queue's last turn (`last`)."""
+    k = bisect.bisect_left(placed, part[i])  # the queue's next placement after this job's turn
+    lo = i
+    while lo < len(part):
+        hi = bisect.bisect_left(part, placed[k], lo) if k < len(placed) else len(part)
+        if hi > lo:
+            free, at = before[k] if k < len(placed) else last
+            yield lo, hi, free, at
+        lo, k = hi, k + 1
+
+
 def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace, lined: bool = True) -> bool:
     """`from_line` for `progressive_fill` when every pending job has a fixed size and one role.
 
@@ -152,32 +167,23 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
     if len(members) <= 1 and isinstance(pending, PendingIds) and lined and not ws.waits and not ws.notes:
         # One queue: its turns went in line order; the waits as pieces of the line (`turns`), read per job.
         name = next(iter(members), "")
-        keys, frees = placed.get(name, []), before.get(name, [])
         pieces = {}
         for _, part, i, job, want in failed:
-            k = bisect.bisect_left(keys, part[i])
-            seen = [f for f, _ in frees[k:]] + [last[name][0]]
-            pieces[line.shape[part[i][1]]] = turns.piece(part[i], keys[k:], [room_wait(job.spec, want, f)
-                                                                          for f in seen], part)
+            runs = list(_runs(part, i, placed[name], before[name], last[name]))
+            pieces[line.shape[part[i][1]]] = turns.piece([part[lo] for lo, _, _, _ in runs],
+                                                         [room_wait(job.spec, want, f) for _, _, f, _ in runs], part)
         now = line.turns = turns.Turns(pieces, jobs, ws.memo.never, (pending.origin, pending.version))
-        ws.lined = turns.lined_waits(now, line, ids, keys, prev, pending)
+        ws.lined = turns.lined_waits(now, line, ids, placed.get(name, []), prev, pending)
         return True
     if not failed:
         return True
     segments: list[tuple[list[tuple[float, str]], Wait]] = []  # each failed turn's run of jobs and their wait
     order: list[tuple[int, tuple[float, str]]] = []  # (turn, key) of each waiting job, for the waits' order
     for name, part, i, job, want in failed:
-        keys, frees = placed[name], before[name]
-        k = bisect.bisect_left(keys, part[i])  # the queue's next placement after this job's turn
-        lo = i
-        while lo < len(part):
-            hi = bisect.bisect_left(part, keys[k], lo) if k < len(keys) else len(part)
-            if hi > lo:
-                free, at = frees[k] if k < len(keys) else last[name]
-                segments.append((part[lo:hi], room_wait(job.spec, want, free)))
-                if len(members) > 1:
-                    order.extend(zip(repeat(at), part[lo:hi]))
-            lo, k = hi, k + 1
+        for lo, hi, free, at in _runs(part, i, placed[name], before[name], last[name]):
+            segments.append((part[lo:hi], room_wait(job.spec, want, free)))
+            if len(members) > 1:
+                order.extend(zip(repeat(at), part[lo:hi]))
     if len(members) == 1:  # one queue: its turns went in line order
         waits = dict.fromkeys(filterfalse(bad.__contains__, ids) if bad else ids)
         for key in placed[next(iter(members))]:

@@ -28,16 +28,17 @@ _ID = itemgetter(1)
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    """One shape's waiting jobs: those from `start` on; one with m of `bounds` before it waits `waits[m]`."""
+    """One shape's waiting jobs: the runs of its part from `starts[m]` up to the next start wait `waits[m]`."""
 
-    start: _Key  # the key of the job whose turn failed (the shape's earlier jobs were placed)
-    bounds: list[_Key]  # the keys of the queue's placements after `start`, in line order
-    waits: list[Wait]  # len(bounds) + 1: the last for the jobs after the last placement
+    starts: list[_Key]  # the key of each run's first job, in line order (the first: the job whose turn failed)
+    waits: list[Wait]  # one per run
     texts: list[str]  # the waits rendered
     part: list[_Key]  # the shape's part of the line at the decision (`PendingLine.by_shape`)
 
     def index(self, key: _Key) -> int | None:
-        return None if key < self.start else bisect_left(self.bounds, key)
+        """The run of the shape's job `key` (None: placed, before the failed turn)."""
+        m = bisect_right(self.starts, key) - 1
+        return None if m < 0 else m
 
 
 class Turns:
@@ -84,17 +85,15 @@ class Turns:
         out: dict[str, str] = {}
         for shape, now in self.pieces.items():
             was = before.pieces.get(shape)
-            cuts = set(now.bounds)
+            cuts = set(now.starts)
             if was is not None:
-                cuts.update(b for b in was.bounds if b > now.start)
-                if was.start > now.start:
-                    cuts.add(was.start)
-            los = [now.start, *sorted(cuts)]
+                cuts.update(s for s in was.starts if s > now.starts[0])
+            los = sorted(cuts)
             part = now.part
             for n, lo in enumerate(los):  # the texts are constant on [lo, next cut)
-                text = now.texts[bisect_right(now.bounds, lo)]
-                old = was.texts[bisect_right(was.bounds, lo)] if was is not None and lo >= was.start else None
-                if text != old:
+                text = now.texts[bisect_right(now.starts, lo) - 1]
+                m = bisect_right(was.starts, lo) - 1 if was is not None else -1
+                if was is None or m < 0 or was.texts[m] != text:
                     i = bisect_left(part, lo)
                     j = bisect_left(part, los[n + 1], i) if n + 1 < len(los) else len(part)
                     if j > i:
@@ -117,13 +116,12 @@ def lined_waits(turns: Turns, line: PendingLine, ids: list[str], placed: list[_K
         waits = dict.fromkeys(filterfalse(bad.__contains__, ids) if bad else ids)
         for key in placed:
             del waits[key[1]]
-        for piece in turns.pieces.values():  # one C-level pass per stretch, no copies
-            part = piece.part
-            lo = bisect_left(part, piece.start)
+        for piece in turns.pieces.values():  # one C-level pass per run, no copies
+            part, starts = piece.part, piece.starts
+            lo = bisect_left(part, starts[0])
             for m, wait in enumerate(piece.waits):
-                hi = bisect_left(part, piece.bounds[m], lo) if m < len(piece.bounds) else len(part)
-                if hi > lo:
-                    waits.update(dict.fromkeys(map(_ID, islice(part, lo, hi)), wait))
+                hi = bisect_left(part, starts[m + 1], lo) if m + 1 < len(starts) else len(part)
+                waits.update(dict.fromkeys(map(_ID, islice(part, lo, hi)), wait))
                 lo = hi
         return waits  # type: ignore[return-value]
 
@@ -141,5 +139,5 @@ def lined_waits(turns: Turns, line: PendingLine, ids: list[str], placed: list[_K
     return waits, Lined(turns.text, texts, waits.size, turns.stamp, base, changed)
 
 
-def piece(start: _Key, bounds: list[_Key], waits: list[Wait], part: list[_Key]) -> Piece:
-    return Piece(start, bounds, waits, [render(w) for w in waits], part)
+def piece(starts: list[_Key], waits: list[Wait], part: list[_Key]) -> Piece:
+    return Piece(starts, waits, [render(w) for w in waits], part)
