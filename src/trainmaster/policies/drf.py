@@ -201,5 +201,6 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
 
 
 def make() -> Cycle:
+    # Its line looks up only the jobs that changed (journal, pieces): its snapshots may hold a frozen book.
     return Cycle(name="drf", order=by_submit_time, size=current_or_min, place=progressive_fill, pending_only=True,
-                 from_line=fill_by_shape)
+                 from_line=fill_by_shape, reads_few_jobs=True)
