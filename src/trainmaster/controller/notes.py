@@ -203,8 +203,13 @@ class NoteStreams:
             else:  # (an equal text that is another object, grouped before)
                 group.extend(ids)
             return
-        for stream in streams:
-            part = list(compress(ids, map(is_, map(get, ids), repeat(stream))))
+        if len(streams) <= _SPLIT:  # a C-level pass per stream
+            parts = {stream: list(compress(ids, map(is_, map(get, ids), repeat(stream)))) for stream in streams}
+        else:  # many streams (jobs noted apart before): one Python pass, not one pass per stream
+            parts = {stream: [] for stream in streams}
+            for jid, stream in zip(ids, map(get, ids), strict=True):
+                parts[stream].append(jid)
+        for stream, part in parts.items():
             group = moves.get((stream, reason))
             if group is None:
                 moves[stream, reason] = part
@@ -213,3 +218,4 @@ class NoteStreams:
 
 
 _SHARED = 16  # jobs sharing one new reason for it to be grouped by C-level passes
+_SPLIT = 8  # streams among jobs moving to one reason up to which each gets its own C-level pass
