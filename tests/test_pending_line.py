@@ -6,6 +6,8 @@ import dataclasses
 import random
 from types import MappingProxyType
 
+import pytest
+
 from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
@@ -83,13 +85,17 @@ def test_a_reason_noted_elsewhere_is_noted_again_by_the_next_decision() -> None:
     assert [text for _, text in waiting.decisions].count("priority: waiting behind b, first in line") == 2
 
 
-def test_queue_held_follows_random_starts_stops_moves_and_spec_changes() -> None:
-    """drf's per-queue usage kept across decisions equals a fresh sum after every change."""
+@pytest.mark.parametrize("journal", [False, True])
+def test_queue_held_follows_random_starts_stops_moves_and_spec_changes(journal: bool) -> None:
+    """drf's per-queue usage kept across decisions equals a fresh sum after every change (`journal`: the
+    snapshots name the jobs whose spec changed, so only those and the moved allocations are looked at)."""
     rng = random.Random(11)
     held, nodes = QueueHeld(), [n.name for n in CLUSTER.nodes]
     jobs: dict[str, JobView] = {}
     allocations: dict[str, Allocation] = {}
+    origin = object()
     for step in range(300):
+        respecced: set[str] = set()
         for _ in range(rng.randint(0, 3)):  # starts
             jid = f"j{step}-{rng.randint(0, 10**6)}"
             spec = dataclasses.replace(simple_job(jid, rng.choice([1, 2, 4])), queue=rng.choice(["a", "b", "c"]))
@@ -103,9 +109,14 @@ def test_queue_held_follows_random_starts_stops_moves_and_spec_changes() -> None
                 allocations[jid] = Allocation.of([Placement(Role.WORKER, rng.choice(nodes))])
             else:
                 jobs[jid] = dataclasses.replace(jobs[jid], spec=simple_job(jid, rng.choice([1, 2, 4])))
+                respecced.add(jid)
         fresh: dict[str, Resources] = {}
         for jid, alloc in allocations.items():
             spec = jobs[jid].spec
             fresh[spec.queue] = fresh.get(spec.queue, Resources()) + alloc.resources(spec)
-        kept = held.of(snap_of(jobs), dict(allocations))
+        snap = snap_of(jobs)
+        if journal:
+            snap = dataclasses.replace(snap, pending_ids=PendingIds((), origin, step + 1, frozenset(), frozenset(),
+                                                                    frozenset(respecced)))
+        kept = held.of(snap, dict(allocations))
         assert {q: r for q, r in kept.items() if r != Resources()} == fresh

@@ -15,7 +15,7 @@ from trainmaster.controller.checkpointing import CheckpointTuner
 from trainmaster.controller.diff import diff
 from trainmaster.controller.learning import attach_learning
 from trainmaster.controller.metrics import JobOutcome, Summary, UsageListener, UsageTimeline, summarize
-from trainmaster.controller.notes import NoteStreams
+from trainmaster.controller.notes import NoteStreams, Said
 from trainmaster.controller.records import JobRecord, ServiceClock
 from trainmaster.controller.views import Book
 from trainmaster.core.actions import Action, ActionKind, StopCause
@@ -41,7 +41,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.engines.base import Engine
 from trainmaster.models.book import JobModel
-from trainmaster.policies.snapshot import Behind, JobView, PendingIds, Plan, Policy, Snapshot, Tail
+from trainmaster.policies.snapshot import Behind, JobView, Lined, PendingIds, Plan, Policy, Snapshot, Tail
 
 Listener = Callable[[str, JobRecord], None]
 CycleHook = Callable[[Snapshot, Plan], None]  # runs after each decision's actions (the autoscaler)
@@ -89,7 +89,10 @@ class Controller:
         self._version = 0  # snapshots taken (`PendingIds.version`)
         self._origin = object()  # this controller's snapshots (`PendingIds.origin`)
         # job id -> the reason a decision last noted on its record, while that is still its latest note
-        self._said: dict[str, str] = {}
+        self._said = Said()
+        # The (origin, version) of the last plan whose reasons were `Lined` (None after any other plan): its
+        # policy's next plan may list only the jobs whose reasons changed since (`Lined.changed`).
+        self._lined_seen: tuple[object, int] | None = None
         self._notes = NoteStreams()  # reasons noted on many jobs at once, rendered into a record when read
         # After a decision whose plan had a tail (`snapshot.Tail`): (snapshot version, head's key, never-fits
         # verdicts, tail stream's length, the plan's own reasons' ids); None after any other decision.
@@ -259,10 +262,24 @@ class Controller:
         # of waiting jobs keep their reason from one decision to the next). `note` from anywhere else
         # drops the job from `said`, so its reason is checked again here.
         said = self._said
-        if len(reasons) > 64 and not any(map(eq, reasons.values(), map(said.get, reasons))):
-            changed = dict(reasons)  # every reason is new (a new head: the whole line behind it)
+        dropped = said.take_dropped()
+        lined = reasons if isinstance(reasons, Lined) else None
+        if lined is not None and lined.changed is not None and lined.base == self._lined_seen:
+            # The jobs whose reasons changed since the last plan, and those noted from elsewhere since.
+            new = lined.changed
+            changed = dict(compress(new.items(), map(ne, new.values(), map(said.get, new))))
+            for jid in dropped:
+                noted = lined.get(jid)
+                if noted is not None and said.get(jid) != noted:
+                    changed[jid] = noted
         else:
-            changed = dict(compress(reasons.items(), map(ne, reasons.values(), map(said.get, reasons))))
+            if lined is not None:
+                reasons = lined.full()  # (a plain dict: C-level passes below)
+            if len(reasons) > 64 and not any(map(eq, reasons.values(), map(said.get, reasons))):
+                changed = dict(reasons)  # every reason is new (a new head: the whole line behind it)
+            else:
+                changed = dict(compress(reasons.items(), map(ne, reasons.values(), map(said.get, reasons))))
+        self._lined_seen = lined.stamp if lined is not None else None
         if changed:
             if tail is None:
                 for action in actions:  # noted by `_commit` below: out of the shared streams first

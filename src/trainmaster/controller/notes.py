@@ -14,7 +14,28 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import compress, repeat
 from operator import is_, is_not
-from typing import Protocol
+from typing import Any, Protocol
+
+
+class Said(dict[str, str]):
+    """Job id -> the reason a decision last noted on its record, while that is still its latest note; with
+    the ids dropped since the controller last took them (`take_dropped`): a record noted from anywhere
+    else. A decision whose plan lists the jobs whose reasons changed (`snapshot.Lined`) checks only those
+    and the dropped ones, instead of every waiting job."""
+
+    __slots__ = ("dropped",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped: set[str] = set()
+
+    def pop(self, key: str, /, *default: Any) -> Any:  # (the one way a record drops its entry)
+        self.dropped.add(key)
+        return super().pop(key, *default)
+
+    def take_dropped(self) -> set[str]:
+        dropped, self.dropped = self.dropped, set()
+        return dropped
 
 
 class Stream:
@@ -182,8 +203,13 @@ class NoteStreams:
             else:  # (an equal text that is another object, grouped before)
                 group.extend(ids)
             return
-        for stream in streams:
-            part = list(compress(ids, map(is_, map(get, ids), repeat(stream))))
+        if len(streams) <= _SPLIT:  # a C-level pass per stream
+            parts = {stream: list(compress(ids, map(is_, map(get, ids), repeat(stream)))) for stream in streams}
+        else:  # many streams (jobs noted apart before): one Python pass, not one pass per stream
+            parts = {stream: [] for stream in streams}
+            for jid, stream in zip(ids, map(get, ids), strict=True):
+                parts[stream].append(jid)
+        for stream, part in parts.items():
             group = moves.get((stream, reason))
             if group is None:
                 moves[stream, reason] = part
@@ -192,3 +218,4 @@ class NoteStreams:
 
 
 _SHARED = 16  # jobs sharing one new reason for it to be grouped by C-level passes
+_SPLIT = 8  # streams among jobs moving to one reason up to which each gets its own C-level pass

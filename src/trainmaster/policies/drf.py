@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import filterfalse, repeat
 from operator import itemgetter
 from typing import cast
 
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
+from trainmaster.policies import turns
 from trainmaster.policies.cycle import Cycle, by_submit_time, current_or_min
 from trainmaster.policies.pending import PendingLine
-from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.snapshot import JobView, PendingIds, Snapshot
 from trainmaster.policies.waits import Wait
 from trainmaster.policies.workspace import Workspace, minimum, room_wait
 
@@ -86,7 +87,22 @@ def progressive_fill(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Ma
     return blocked
 
 
-def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace) -> bool:
+def _runs(part: list[tuple[float, str]], i: int, placed: list[tuple[float, str]], before: list[tuple[Resources, int]],
+          last: tuple[Resources, int]) -> Iterator[tuple[int, int, Resources, int]]:
+    """The jobs of a shape whose turn failed at `part[i]`, as runs `part[lo:hi]` between the queue's next
+    placements (`placed`, in line order): each with the free capacity and turn just before the placement
+    that ends it (`before`), or at the queue's last turn (`last`)."""
+    k = bisect.bisect_left(placed, part[i])  # the queue's next placement after this job's turn
+    lo = i
+    while lo < len(part):
+        hi = bisect.bisect_left(part, placed[k], lo) if k < len(placed) else len(part)
+        if hi > lo:
+            free, at = before[k] if k < len(placed) else last
+            yield lo, hi, free, at
+        lo, k = hi, k + 1
+
+
+def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace, lined: bool = True) -> bool:
     """`from_line` for `progressive_fill` when every pending job has a fixed size and one role.
 
     The turns go as in `progressive_fill` (the queue of lowest share, then its
@@ -96,6 +112,10 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
     capacity its turn would have seen (a queue's failed turns follow each other,
     up to its next placement). False (nothing changed) for elastic or
     multi-role jobs, whose growth turns `progressive_fill` takes.
+
+    With one queue (and the controller's snapshots), the waits are pieces of the
+    line (`turns`), looked up per job; `lined=False` writes every job's wait into
+    the plan instead (the reference the pieces are checked against).
     """
     line.reshape(snap, ids)
     by_shape, bad = line.by_shape, line.bad
@@ -142,29 +162,35 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
                 heapq.heappush(heap, (part[i + 1], i + 1, part))
         if heap or (found is not None and any(f[0] == name for f in failed)):
             heapq.heappush(queues, (queue_held.get(name, Resources()).dominant_share(total), name))
+    line.turns, prev = None, line.turns
+    pending = snap.pending_ids
+    if len(members) <= 1 and isinstance(pending, PendingIds) and lined and not ws.waits and not ws.notes:
+        # One queue: its turns went in line order; the waits as pieces of the line (`turns`), read per job.
+        name = next(iter(members), "")
+        pieces = {}
+        for _, part, i, job, want in failed:
+            runs = list(_runs(part, i, placed[name], before[name], last[name]))
+            pieces[line.shape[part[i][1]]] = turns.piece([part[lo] for lo, _, _, _ in runs],
+                                                         [room_wait(job.spec, want, f) for _, _, f, _ in runs], part)
+        now = line.turns = turns.Turns(pieces, jobs, ws.memo.never, (pending.origin, pending.version))
+        ws.lined = turns.lined_waits(now, line, ids, placed.get(name, []), prev, pending)
+        return True
     if not failed:
         return True
     segments: list[tuple[list[tuple[float, str]], Wait]] = []  # each failed turn's run of jobs and their wait
-    turns: list[tuple[int, tuple[float, str]]] = []  # (turn, key) of each waiting job, for the waits' order
+    order: list[tuple[int, tuple[float, str]]] = []  # (turn, key) of each waiting job, for the waits' order
     for name, part, i, job, want in failed:
-        keys, frees = placed[name], before[name]
-        k = bisect.bisect_left(keys, part[i])  # the queue's next placement after this job's turn
-        lo = i
-        while lo < len(part):
-            hi = bisect.bisect_left(part, keys[k], lo) if k < len(keys) else len(part)
-            if hi > lo:
-                free, at = frees[k] if k < len(keys) else last[name]
-                segments.append((part[lo:hi], room_wait(job.spec, want, free)))
-                if len(members) > 1:
-                    turns.extend(zip(repeat(at), part[lo:hi]))
-            lo, k = hi, k + 1
+        for lo, hi, free, at in _runs(part, i, placed[name], before[name], last[name]):
+            segments.append((part[lo:hi], room_wait(job.spec, want, free)))
+            if len(members) > 1:
+                order.extend(zip(repeat(at), part[lo:hi]))
     if len(members) == 1:  # one queue: its turns went in line order
         waits = dict.fromkeys(filterfalse(bad.__contains__, ids) if bad else ids)
         for key in placed[next(iter(members))]:
             del waits[key[1]]
     else:  # a queue's waiting jobs took their turns just before its next placement (or at its last turn)
-        turns.sort()
-        waits = dict.fromkeys(key[1] for _, key in turns)
+        order.sort()
+        waits = dict.fromkeys(key[1] for _, key in order)
     for seg, wait in segments:  # straight into the plan's order: one C-level pass per segment, no copies
         waits.update(dict.fromkeys(map(_ID, seg), wait))
     if ws.waits:
@@ -175,5 +201,6 @@ def fill_by_shape(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspa
 
 
 def make() -> Cycle:
+    # Its line looks up only the jobs that changed (journal, pieces): its snapshots may hold a frozen book.
     return Cycle(name="drf", order=by_submit_time, size=current_or_min, place=progressive_fill, pending_only=True,
-                 from_line=fill_by_shape)
+                 from_line=fill_by_shape, reads_few_jobs=True)

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from itertools import filterfalse
-from operator import attrgetter, itemgetter
+from itertools import compress, filterfalse
+from operator import attrgetter, is_not, itemgetter
+from typing import TYPE_CHECKING
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
 from trainmaster.policies.snapshot import PendingIds, Snapshot, Tail
 from trainmaster.policies.workspace import ClusterMemo, never_fits
+
+if TYPE_CHECKING:
+    from trainmaster.policies.turns import Turns
 
 _Key = tuple[float, str]  # (submit time, id): `cycle.by_submit_time`'s order
 _ID = itemgetter(1)
@@ -40,7 +44,7 @@ class PendingLine:
     """
 
     __slots__ = ("bad", "by_shape", "held", "ids", "key_of", "keys", "memo", "seen", "shape", "shaped", "shaped_at",
-                 "specs", "version")
+                 "specs", "turns", "version")
 
     def __init__(self) -> None:
         self.keys: list[_Key] = []
@@ -56,6 +60,7 @@ class PendingLine:
         self.seen: tuple[object, int] | None = None  # (origin, version) of the `PendingIds` last synced to
         self.held = QueueHeld()  # what the active jobs hold per queue (drf's fill by shape reads it)
         self.version = 0  # changes whenever `ids` does (a `Tail` reads the ids while they are unchanged)
+        self.turns: Turns | None = None  # drf's failed turns at the last decision (`turns.Turns`)
 
     def sync(self, snap: Snapshot, pending: Sequence[str], memo: ClusterMemo) -> list[str]:
         """Bring the line in step with `pending` (the snapshot's pending ids); the ids in order (the line's own
@@ -222,34 +227,43 @@ class PendingDemand:
 class QueueHeld:
     """What the active jobs hold per queue, kept across decisions (drf's shares at a decision's start).
 
-    Per decision: C-level passes over the held allocations, and Python arithmetic
-    only for the jobs whose allocation (or spec) changed.
+    Per decision: a C-level pass over the held allocations, and Python arithmetic
+    only for the jobs whose allocation changed or whose view the snapshot's journal
+    names (`PendingIds.changed`: the spec may have changed); without the journal,
+    every job's spec is compared.
     """
 
-    __slots__ = ("by_queue", "seen", "took")
+    __slots__ = ("allocs", "by_queue", "stamp", "took")
 
     def __init__(self) -> None:
-        self.seen: dict[str, tuple[int, int]] = {}  # job id -> id() of the allocation and spec it was taken from
+        self.allocs: dict[str, int] = {}  # job id -> id() of the allocation it was taken from
         self.took: dict[str, tuple[Allocation, JobSpec, Resources]] = {}  # (both kept, so their id()s stay unique)
         self.by_queue: dict[str, Resources] = {}
+        self.stamp: tuple[object, int] | None = None  # (origin, version) of the snapshot last read
 
     def of(self, snap: Snapshot, allocations: Mapping[str, Allocation]) -> dict[str, Resources]:
         """Queue -> the sum of `alloc.resources(spec)` over `allocations` (integers: any order sums alike)."""
-        jobs = snap.jobs
-        specs = list(map(_SPEC, map(jobs.__getitem__, allocations)))
-        now = dict(zip(allocations, zip(map(id, allocations.values()), map(id, specs), strict=True), strict=True))
-        if now != self.seen:
-            by_queue, took = self.by_queue, self.took
-            for jid in self.seen.keys() - now.keys():
-                _, spec, res = took.pop(jid)
+        jobs, pending, took = snap.jobs, snap.pending_ids, self.took
+        stamp = (pending.origin, pending.version) if isinstance(pending, PendingIds) else None
+        allocs = dict(zip(allocations, map(id, allocations.values()), strict=True))
+        dirty = {jid for jid, _ in allocs.items() - self.allocs.items()}  # new, or another allocation
+        if isinstance(pending, PendingIds) and pending.changed is not None and self.stamp == (pending.origin,
+                                                                                              pending.version - 1):
+            dirty.update(filter(allocs.__contains__, pending.changed))
+        else:
+            dirty.update(compress(allocations, map(is_not, map(_SPEC, map(jobs.__getitem__, allocations)),
+                                                   (took[jid][1] if jid in took else None for jid in allocations))))
+        by_queue = self.by_queue
+        for jid in self.allocs.keys() - allocs.keys():
+            _, spec, res = took.pop(jid)
+            by_queue[spec.queue] = by_queue[spec.queue] - res
+        for jid in dirty:
+            if jid in took:
+                _, spec, res = took[jid]
                 by_queue[spec.queue] = by_queue[spec.queue] - res
-            for jid, _ in now.items() - self.seen.items():  # new, or its allocation or spec changed
-                if jid in took:
-                    _, spec, res = took[jid]
-                    by_queue[spec.queue] = by_queue[spec.queue] - res
-                alloc, spec = allocations[jid], jobs[jid].spec
-                res = alloc.resources(spec)
-                took[jid] = (alloc, spec, res)
-                by_queue[spec.queue] = by_queue.get(spec.queue, Resources()) + res
-            self.seen = now
-        return dict(self.by_queue)
+            alloc, spec = allocations[jid], jobs[jid].spec
+            res = alloc.resources(spec)
+            took[jid] = (alloc, spec, res)
+            by_queue[spec.queue] = by_queue.get(spec.queue, Resources()) + res
+        self.allocs, self.stamp = allocs, stamp
+        return dict(by_queue)

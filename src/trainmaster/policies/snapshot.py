@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from itertools import islice
 from types import MappingProxyType
@@ -190,6 +190,48 @@ class Behind(Mapping[str, _V]):
 
 
 _MISSING = object()
+
+
+class Lined(Mapping[str, _V]):
+    """A plan's waits or reasons where many waiting jobs share a few values by where they stand in the line
+    (drf's failed turns, per shape): looked up per job on demand, the whole dict built only when iterated.
+
+    `changed`, when not None, holds every job whose value may differ from the same policy's plan for the
+    snapshot `base` (its previous one): the controller then compares only those with what it noted.
+    """
+
+    __slots__ = ("_build", "_full", "_locate", "base", "changed", "size", "stamp")
+
+    def __init__(self, locate: Callable[[str], _V | None], build: Callable[[], dict[str, _V]], size: int,
+                 stamp: tuple[object, int] | None = None, base: tuple[object, int] | None = None,
+                 changed: dict[str, _V] | None = None) -> None:
+        """`locate`: a job's value (None: not a member); `build`: every entry in plan order (called once)."""
+        self._locate, self._build, self.size = locate, build, size
+        self._full: dict[str, _V] | None = None
+        self.stamp, self.base, self.changed = stamp, base, changed  # (origin, version) of the snapshots
+
+    def full(self) -> dict[str, _V]:
+        if self._full is None:
+            self._full = self._build()
+        return self._full
+
+    def __getitem__(self, job_id: str) -> _V:
+        value = self._full.get(job_id) if self._full is not None else self._locate(job_id)
+        if value is None:
+            raise KeyError(job_id)
+        return value
+
+    def __contains__(self, job_id: object) -> bool:
+        return isinstance(job_id, str) and self.get(job_id) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.full())
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"Lined({self.full()!r})"
 
 
 @dataclass(frozen=True)

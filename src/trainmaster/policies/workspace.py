@@ -281,6 +281,8 @@ class Workspace:
         self._trials: list[Trial] = []
         self._behind: tuple[str, Wait] | None = None  # the wait of the jobs behind the current head
         self._tail: Tail | None = None  # the jobs behind the head, as one segment (`block_tail`)
+        # The plan's waits and reasons when a line place hook keeps them as pieces of the line (drf: `turns`).
+        self.lined: tuple[Mapping[str, Wait], Mapping[str, str]] | None = None
         # Per-decision memo for `find`: gang shapes that did not fit, with `_grown` as it was then.
         self._misfits: dict[tuple[EligibleNodes, Role, Resources, int], int] = {}
         self._grown = 0  # times free capacity grew on some node (a release) in this workspace
@@ -659,6 +661,9 @@ class Workspace:
                     del allocations[jid]
         else:
             allocations = {jid: a for jid, a in self.allocations.items() if a}
+        if self.lined is not None:
+            return Plan(allocations=allocations, reasons=self.lined[1], waits=self.lined[0],
+                        rejected=dict(self.rejected), eta=dict(self.eta))
         reasons = {jid: text for jid, text in self.notes.items() if jid in allocations}
         # C-level passes over the waiting jobs: thousands of them may share a few waits (one per head).
         waits = self.waits  # (the plan is the workspace's last step: its waits become the plan's)
