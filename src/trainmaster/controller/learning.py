@@ -55,6 +55,7 @@ class Learning:
         # job type -> the prior fit per form that every waiting job of the type was last published from
         self._seen: dict[str, dict[Form, SpeedPredictor | None]] = {}
         self.skip_same_prior = True  # False: check every waiting job at each refresh (the slow reference)
+        self.lazy = True  # False: build the reporting job's whole model at each report (the slow reference)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
@@ -67,7 +68,8 @@ class Learning:
                 and gpu_type not in book.pooled_types(spec.job_type):
             self.refresh()  # (the type's GPU types are about to change: publish what they were)
         book.observe(record.id, spec, report, record.allocation, gpu_type=gpu_type)
-        self.controller.models[record.id] = book.model(record.id, spec)
+        publish = book.published if self.lazy else book.model
+        self.controller.models[record.id] = publish(record.id, spec)
         job_type = spec.job_type
         waiting = self._waiting.get(job_type, {}) if job_type else {}
         waiting.pop(record.id, None)  # it has points of its own now
