@@ -26,7 +26,7 @@ def _seen(model: JobModel) -> Seen:
             model.curve, model.max_workers, model.form)
 
 
-def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True,
+def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True, one_fit: bool = True,
             ) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
     """Every snapshot's models and every plan of one run, how many models the book built and speeds it gave."""
     engine = SimEngine(parse_shorthand("2x4"), ps_workload(24, rate_per_hour=40, seed=5),
@@ -50,12 +50,14 @@ def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True,
     learning.defer = defer
     learning.skip_same_prior = skip
     learning.lazy = lazy
+    learning.one_fit = one_fit
     book, calls = learning.book, [0, 0]
     fitted, speed = book.model, book.speed
 
-    def counted(job_id: str, spec: JobSpec) -> JobModel:
+    def counted(job_id: str, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str] | None = None,
+                ) -> JobModel:
         calls[0] += 1
-        return fitted(job_id, spec)
+        return fitted(job_id, spec, speed_basis)
 
     def counted_speed(learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
         calls[1] += 1
@@ -84,8 +86,9 @@ def test_deferred_refresh_publishes_the_same_models_and_plans(preset: str) -> No
 
 def test_refresh_skips_types_whose_prior_fit_is_unchanged() -> None:
     """Skipping a type whose prior fit is the same object as at its last refresh: the same models and plans."""
-    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, skip=True)
-    slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, skip=False)
+    # (each waiting job's speed asked of the book, `one_fit=False`: the asks count the jobs checked)
+    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, skip=True, one_fit=False)
+    slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, skip=False, one_fit=False)
     assert fast_fits == slow_fits  # (a skipped type republishes nothing in the reference either)
     assert fast_speeds < slow_speeds  # some refreshes were skipped
     assert len(fast_models) == len(slow_models) > 20
@@ -107,3 +110,15 @@ def test_lazy_models_read_as_the_eager_ones(preset: str) -> None:
         assert lazy_plan.allocations == eager_plan.allocations and lazy_plan.reasons == eager_plan.reasons
     bases = {m[0] for snap in lazy_models for m in snap.values()}
     assert {"type prior", "own fit"} <= bases  # both the captured prior and the eager own fit were read
+
+
+def test_refresh_reads_each_types_fit_once() -> None:
+    """Waiting jobs' speeds from their type's fit, looked up once per refresh: the same models and plans."""
+    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, one_fit=True)
+    slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, one_fit=False)
+    assert fast_fits == slow_fits and fast_speeds < slow_speeds  # the same republishing, fewer speeds asked
+    assert len(fast_models) == len(slow_models) > 20
+    for fast, slow in zip(fast_models, slow_models, strict=True):
+        assert fast == slow
+    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
+        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons

@@ -310,9 +310,17 @@ class ModelBook:
         prior = self.priors.fitted(job_type, learner.form, need) if job_type else None
         return _below_own_min(learner.form, own, prior, learner.max_workers)
 
-    def model(self, job_id: str, spec: JobSpec) -> JobModel:
+    def unreported_speed(self, learner: JobLearner, fit: SpeedPredictor | None) -> tuple[SpeedPredictor | None, str]:
+        """`speed` of a job without reports whose type's prior fit is `fit` (the caller looked it up once per type)."""
+        if learner.version or self.own_min <= 0 or not self.use_priors:
+            return self.speed(learner)
+        return _below_own_min(learner.form, (), fit, 0)
+
+    def model(self, job_id: str, spec: JobSpec,
+              speed_basis: tuple[SpeedPredictor | None, str] | None = None) -> JobModel:
+        """The job's model now; `speed_basis`: what `speed` (or `unreported_speed`) just gave for it."""
         learner = self.learner(job_id, spec)
-        speed, basis = self.speed(learner)
+        speed, basis = self.speed(learner) if speed_basis is None else speed_basis
         curve = learner.loss_curve()
         left = remaining_steps(spec.target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
         goodput = None
