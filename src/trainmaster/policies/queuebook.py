@@ -197,4 +197,5 @@ class HeldUsage:
                 base._add(job, alloc, +1)
                 took[jid] = (alloc, job)
             self.seen = now
+        base.snap = snap  # (the latest only: an older snapshot is not kept alive by the memo)
         return base.copy(snap)
