@@ -10,7 +10,7 @@ from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import JobSpec
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.models.book import JobLearner, JobModel
+from trainmaster.models.book import JobLearner, JobModel, LazyJobModel
 from trainmaster.models.speed import SpeedPredictor
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
@@ -22,15 +22,18 @@ Seen = tuple[object, ...]
 def _seen(model: JobModel) -> Seen:
     """What a policy can read of a model (predictors compare by their predictions)."""
     speeds = tuple(model.steps_per_s(w, p, n) for w, p, n in ((1, 1, 1), (2, 1, 1), (4, 2, 2), (8, 4, 2)))
-    return (model.basis, model.step, model.remaining, model.configs, model.batch, speeds, dict(model.type_speed))
+    return (model.basis, model.step, model.remaining, model.configs, model.batch, speeds, dict(model.type_speed),
+            model.curve, model.max_workers, model.form)
 
 
-def _replay(preset: str, defer: bool, skip: bool = True) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
+def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True, one_fit: bool = True,
+            ) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
     """Every snapshot's models and every plan of one run, how many models the book built and speeds it gave."""
     engine = SimEngine(parse_shorthand("2x4"), ps_workload(24, rate_per_hour=40, seed=5),
                        SimConfig(report_interval=120, speed_noise=0.02, loss_noise=0.01, seed=2))
     policy = make_policy(preset)
     models: list[dict[str, Seen]] = []
+    lazy_seen = [0]
     plans: list[Plan] = []
 
     class Recording:
@@ -38,6 +41,7 @@ def _replay(preset: str, defer: bool, skip: bool = True) -> tuple[list[dict[str,
 
         def decide(self, snap: Snapshot) -> Plan:
             models.append({jid: _seen(m) for jid, m in snap.models.items()})
+            lazy_seen[0] += sum(isinstance(m, LazyJobModel) for m in snap.models.values())
             plans.append(policy.decide(snap))
             return plans[-1]
 
@@ -45,12 +49,15 @@ def _replay(preset: str, defer: bool, skip: bool = True) -> tuple[list[dict[str,
     learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
     learning.defer = defer
     learning.skip_same_prior = skip
+    learning.lazy = lazy
+    learning.one_fit = one_fit
     book, calls = learning.book, [0, 0]
     fitted, speed = book.model, book.speed
 
-    def counted(job_id: str, spec: JobSpec) -> JobModel:
+    def counted(job_id: str, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str] | None = None,
+                ) -> JobModel:
         calls[0] += 1
-        return fitted(job_id, spec)
+        return fitted(job_id, spec, speed_basis)
 
     def counted_speed(learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
         calls[1] += 1
@@ -60,6 +67,7 @@ def _replay(preset: str, defer: bool, skip: bool = True) -> tuple[list[dict[str,
     book.speed = counted_speed  # type: ignore[method-assign]
     controller.run()
     assert controller.summary().finished == 24
+    assert (lazy_seen[0] > 0) == lazy  # the lazy models reached the policy, or none did
     return models, plans, calls[0], calls[1]
 
 
@@ -78,10 +86,37 @@ def test_deferred_refresh_publishes_the_same_models_and_plans(preset: str) -> No
 
 def test_refresh_skips_types_whose_prior_fit_is_unchanged() -> None:
     """Skipping a type whose prior fit is the same object as at its last refresh: the same models and plans."""
-    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, skip=True)
-    slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, skip=False)
+    # (each waiting job's speed asked of the book, `one_fit=False`: the asks count the jobs checked)
+    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, skip=True, one_fit=False)
+    slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, skip=False, one_fit=False)
     assert fast_fits == slow_fits  # (a skipped type republishes nothing in the reference either)
     assert fast_speeds < slow_speeds  # some refreshes were skipped
+    assert len(fast_models) == len(slow_models) > 20
+    for fast, slow in zip(fast_models, slow_models, strict=True):
+        assert fast == slow
+    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
+        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+
+
+@pytest.mark.parametrize("preset", ["optimus", "trainmaster"])
+def test_lazy_models_read_as_the_eager_ones(preset: str) -> None:
+    """The reporting job's model computed on first read: every snapshot's models and every plan as built at once."""
+    lazy_models, lazy_plans, _, _ = _replay(preset, defer=True, lazy=True)
+    eager_models, eager_plans, _, _ = _replay(preset, defer=True, lazy=False)
+    assert len(lazy_models) == len(eager_models) > 20
+    for lazy, eager in zip(lazy_models, eager_models, strict=True):
+        assert lazy == eager
+    for lazy_plan, eager_plan in zip(lazy_plans, eager_plans, strict=True):
+        assert lazy_plan.allocations == eager_plan.allocations and lazy_plan.reasons == eager_plan.reasons
+    bases = {m[0] for snap in lazy_models for m in snap.values()}
+    assert {"type prior", "own fit"} <= bases  # both the captured prior and the eager own fit were read
+
+
+def test_refresh_reads_each_types_fit_once() -> None:
+    """Waiting jobs' speeds from their type's fit, looked up once per refresh: the same models and plans."""
+    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, one_fit=True)
+    slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, one_fit=False)
+    assert fast_fits == slow_fits and fast_speeds < slow_speeds  # the same republishing, fewer speeds asked
     assert len(fast_models) == len(slow_models) > 20
     for fast, slow in zip(fast_models, slow_models, strict=True):
         assert fast == slow

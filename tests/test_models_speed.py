@@ -103,3 +103,23 @@ def test_a_waiting_job_picks_up_its_type_prior_once_siblings_report() -> None:
     for w, p in [(1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4)]:
         book.observe("sib", sib, Report(0.0, "sib", 5, steps_per_s=truth.speed(w, p), allocation=_alloc(w, p)))
     assert book.model("late", spec).basis == "type prior"
+
+
+def test_a_published_model_reads_as_the_book_was_when_it_was_published() -> None:
+    """`ModelBook.published` computes speed and remaining on first read, from inputs captured at publish time."""
+    book = ModelBook()
+    sib, truth = ps_job("sib", MODELS["googlenet"], batch=128, sync=True, steps=1000)
+    for w, p in [(1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4)]:
+        book.observe("sib", sib, Report(0.0, "sib", 5, steps_per_s=truth.speed(w, p), allocation=_alloc(w, p)))
+    spec, _ = ps_job("j", MODELS["googlenet"], batch=256, sync=True, steps=1000)
+    book.observe("j", spec, Report(0.0, "j", 40, steps_per_s=truth.speed(1, 1), allocation=_alloc(1, 1)))
+    eager, lazy = book.model("j", spec), book.published("j", spec)
+    assert eager.basis == "type prior" and type(lazy) is not type(eager)
+    # The book moves on: the job reports on a new configuration, its type's prior learns a new one.
+    book.observe("j", spec, Report(1.0, "j", 90, steps_per_s=2 * truth.speed(2, 1), allocation=_alloc(2, 1)))
+    book.observe("sib", sib, Report(1.0, "sib", 9, steps_per_s=3 * truth.speed(6, 3), allocation=_alloc(6, 3)))
+    assert book.model("j", spec).steps_per_s(4, 2) != eager.steps_per_s(4, 2)  # (what a late read would see)
+    fields = ("basis", "step", "remaining", "configs", "batch", "form", "max_workers", "curve")
+    assert [getattr(lazy, f) for f in fields] == [getattr(eager, f) for f in fields]
+    assert [lazy.steps_per_s(w, p) for w, p in [(1, 1), (4, 2), (8, 4)]] \
+        == [eager.steps_per_s(w, p) for w, p in [(1, 1), (4, 2), (8, 4)]]

@@ -55,6 +55,8 @@ class Learning:
         # job type -> the prior fit per form that every waiting job of the type was last published from
         self._seen: dict[str, dict[Form, SpeedPredictor | None]] = {}
         self.skip_same_prior = True  # False: check every waiting job at each refresh (the slow reference)
+        self.one_fit = True  # False: each waiting job's speed asked of the book at refresh (the slow reference)
+        self.lazy = True  # False: build the reporting job's whole model at each report (the slow reference)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
@@ -67,7 +69,8 @@ class Learning:
                 and gpu_type not in book.pooled_types(spec.job_type):
             self.refresh()  # (the type's GPU types are about to change: publish what they were)
         book.observe(record.id, spec, report, record.allocation, gpu_type=gpu_type)
-        self.controller.models[record.id] = book.model(record.id, spec)
+        publish = book.published if self.lazy else book.model
+        self.controller.models[record.id] = publish(record.id, spec)
         job_type = spec.job_type
         waiting = self._waiting.get(job_type, {}) if job_type else {}
         waiting.pop(record.id, None)  # it has points of its own now
@@ -97,12 +100,15 @@ class Learning:
             fits: dict[Form, SpeedPredictor | None] = {}
             for jid, other in self._waiting.get(job_type, {}).items():
                 learner = book.learner(jid, other.spec)
-                if learner.form not in fits:
-                    fits[learner.form] = book.priors.fitted(job_type, learner.form, N_PARAMS[learner.form])
+                form = learner.form
+                if form not in fits:
+                    fits[form] = book.priors.fitted(job_type, form, N_PARAMS[form])
+                # (its type's fit, looked up once per form, is all that moves a job without reports)
+                now = book.unreported_speed(learner, fits[form]) if self.one_fit else book.speed(learner)
                 had = models.get(jid)
-                if had is not None and book.speed(learner) == (had.speed, had.basis):
+                if had is not None and now == (had.speed, had.basis):
                     continue  # (a prior that cannot predict yet: the same model; without reports nothing else moves)
-                models[jid] = book.model(jid, other.spec)
+                models[jid] = book.model(jid, other.spec, now if self.one_fit else None)
             self._seen[job_type] = fits
         self._stale.clear()
 

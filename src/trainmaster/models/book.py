@@ -17,13 +17,13 @@ generic prior, `speed.GENERIC_TYPE_SPEED`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.events import Report
-from trainmaster.core.job import JobSpec, Role
+from trainmaster.core.job import JobSpec, Role, Target
 from trainmaster.models.convergence import LossCurve, Progress, fit_loss_curve, remaining_steps
 from trainmaster.models.goodput import GoodputSpeed, NoiseScale
 from trainmaster.models.priors import TypePriors
@@ -46,13 +46,19 @@ from trainmaster.models.speed import (
 
 MAX_LOSS_POINTS = 400  # older points are thinned beyond this
 GOODPUT_BASES = ("own fit", "type prior")  # speed laws fitted with the batch as a feature: goodput may use them
+_NO_TYPE_SPEED: Mapping[str, float] = MappingProxyType({})  # (read-only: one shared copy)
 
 
 def config_of(alloc: Allocation, batch: float) -> Config:
+    return Config(*_shape_of(alloc), batch=batch)
+
+
+def _shape_of(alloc: Allocation) -> tuple[int, int, int]:
+    """Workers, parameter servers and nodes (the workers' without servers, else all) of an allocation."""
     workers = alloc.count(Role.WORKER)
     ps = alloc.count(Role.PS)
     nodes = len({t.node for t in alloc.tasks if t.role is Role.WORKER}) if ps == 0 else len(alloc.nodes)
-    return Config(workers=workers, ps=ps, nodes=max(nodes, 1), batch=batch)
+    return workers, ps, max(nodes, 1)
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,14 @@ class JobLearner:
         self._curve_points = 0
         self.version = 0
         self.rates = TypeRates()  # steps/s per configuration and GPU type
+        self._held: tuple[Allocation, tuple[int, int, int]] | None = None  # the last allocation's shape
+
+    def config(self, alloc: Allocation, batch: float) -> Config:
+        """`config_of`, with the shape of the last allocation kept (a job reports from one many times)."""
+        held = self._held
+        if held is None or held[0] is not alloc:
+            held = self._held = (alloc, _shape_of(alloc))
+        return Config(*held[1], batch=batch)
 
     def observe(self, report: Report, alloc: Allocation | None) -> bool:
         """Record one report; True when the speed rows changed shape (a new configuration)."""
@@ -137,7 +151,7 @@ class JobLearner:
         speed = report.steps_per_s
         if not alloc or speed is None or speed <= 0 or not math.isfinite(speed):
             return False
-        c = config_of(alloc, float(report.batch) if report.batch else self.batch)
+        c = self.config(alloc, float(report.batch) if report.batch else self.batch)
         self.max_workers = max(self.max_workers, c.workers)
         y = time_like(self.form, c, speed)
         old = self.rows.get(c)
@@ -155,6 +169,76 @@ class JobLearner:
             self.curve = fit_loss_curve(self.steps, self.losses) or self.curve
             self._curve_points = n
         return self.curve
+
+
+def _below_own_min(form: Form, own: Sequence[Row], prior: SpeedPredictor | None,
+                   max_workers: int) -> tuple[SpeedPredictor | None, str]:
+    """A job's speed before its own fit: its type's prior fit scaled to its own points, else linear scaling."""
+    if prior is not None:
+        if not own:
+            return prior, "type prior"
+        ratios = [prior.steps_per_s(r.config) * r.y for r in own]  # predicted / observed speed
+        ratios = [x for x in ratios if x > 0]
+        if not ratios:
+            return prior, "type prior"
+        factor = math.exp(-sum(math.log(x) for x in ratios) / len(ratios))
+        return Scaled(prior, factor), "type prior"
+    if own:
+        ref = max(own, key=lambda r: (r.config.workers, r.config.ps))
+        g = max(ref.config.workers, 1) if form is Form.PS_ASYNC else 1.0
+        return LinearScaling(ref.config, g / ref.y, cap=2 * max_workers), "linear scaling"
+    return None, "none"
+
+
+class LazyJobModel(JobModel):
+    """A `JobModel` whose speed, basis and remaining steps are computed on first read.
+
+    Most reports' models are replaced by the job's next report before any
+    snapshot reads them. The inputs are captured when it is published (its own
+    rows, its type's prior fit, its progress): the book moves on before a
+    snapshot reads it, so it reads as the eager `ModelBook.model` did then.
+    """
+
+    def __init__(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None,
+                 target: Target, type_speed: Mapping[str, float]) -> None:
+        put = object.__setattr__  # (frozen: fields are set once, here)
+        put(self, "job_id", learner.job_id)
+        put(self, "form", learner.form)
+        put(self, "batch", learner.batch)
+        put(self, "step", learner.step)
+        put(self, "configs", len(own))
+        put(self, "curve", learner.loss_curve())
+        put(self, "type_speed", type_speed)
+        put(self, "goodput", None)
+        put(self, "max_workers", learner.max_workers)
+        put(self, "_inputs", (own, prior, target, learner.epoch))
+        put(self, "_got", None)
+
+    def _speed_basis(self) -> tuple[SpeedPredictor | None, str]:
+        got: tuple[SpeedPredictor | None, str] | None = self.__dict__["_got"]
+        if got is None:
+            own, prior, _, _ = self.__dict__["_inputs"]
+            got = _below_own_min(self.form, own, prior, self.max_workers)
+            object.__setattr__(self, "_got", got)
+        return got
+
+    @property  # type: ignore[override]
+    def speed(self) -> SpeedPredictor | None:
+        return self._speed_basis()[0]
+
+    @property  # type: ignore[override]
+    def basis(self) -> str:
+        return self._speed_basis()[1]
+
+    @property  # type: ignore[override]
+    def remaining(self) -> float | None:
+        left: float | None
+        if "_left" not in self.__dict__:
+            _, _, target, epoch = self.__dict__["_inputs"]
+            left = remaining_steps(target, Progress(step=self.step, epoch=epoch, curve=self.curve))
+            object.__setattr__(self, "_left", left)
+        left = self.__dict__["_left"]
+        return left
 
 
 class ModelBook:
@@ -183,7 +267,7 @@ class ModelBook:
         held = report.allocation or alloc
         speed = report.steps_per_s
         if gpu_type is not None and held and speed is not None and speed > 0 and math.isfinite(speed):
-            c = config_of(held, learner.batch)
+            c = learner.config(held, learner.batch)
             learner.rates.add(c, gpu_type, speed)
             if spec.job_type:
                 self.type_rates.setdefault(spec.job_type, TypeRates()).add(c, gpu_type, speed)
@@ -224,24 +308,19 @@ class ModelBook:
             weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
             return fit(learner.form, own + siblings, weights), "own fit"
         prior = self.priors.fitted(job_type, learner.form, need) if job_type else None
-        if prior is not None:
-            if not own:
-                return prior, "type prior"
-            ratios = [prior.steps_per_s(r.config) * r.y for r in own]  # predicted / observed speed
-            ratios = [x for x in ratios if x > 0]
-            if not ratios:
-                return prior, "type prior"
-            factor = math.exp(-sum(math.log(x) for x in ratios) / len(ratios))
-            return Scaled(prior, factor), "type prior"
-        if own:
-            ref = max(own, key=lambda r: (r.config.workers, r.config.ps))
-            g = max(ref.config.workers, 1) if learner.form is Form.PS_ASYNC else 1.0
-            return LinearScaling(ref.config, g / ref.y, cap=2 * learner.max_workers), "linear scaling"
-        return None, "none"
+        return _below_own_min(learner.form, own, prior, learner.max_workers)
 
-    def model(self, job_id: str, spec: JobSpec) -> JobModel:
+    def unreported_speed(self, learner: JobLearner, fit: SpeedPredictor | None) -> tuple[SpeedPredictor | None, str]:
+        """`speed` of a job without reports whose type's prior fit is `fit` (the caller looked it up once per type)."""
+        if learner.version or self.own_min <= 0 or not self.use_priors:
+            return self.speed(learner)
+        return _below_own_min(learner.form, (), fit, 0)
+
+    def model(self, job_id: str, spec: JobSpec,
+              speed_basis: tuple[SpeedPredictor | None, str] | None = None) -> JobModel:
+        """The job's model now; `speed_basis`: what `speed` (or `unreported_speed`) just gave for it."""
         learner = self.learner(job_id, spec)
-        speed, basis = self.speed(learner)
+        speed, basis = self.speed(learner) if speed_basis is None else speed_basis
         curve = learner.loss_curve()
         left = remaining_steps(spec.target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
         goodput = None
@@ -259,6 +338,20 @@ class ModelBook:
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner), goodput=goodput, max_workers=learner.max_workers)
 
+    def published(self, job_id: str, spec: JobSpec) -> JobModel:
+        """`model` for a job that just reported, its speed and remaining computed on first read where that is exact.
+
+        Below `own_min` configurations (and without goodput, which reads the speed) the speed follows the
+        job's rows and its type's prior fit only: both are captured now. An own fit is computed at once (and
+        kept by `speed` until the job's rows change shape).
+        """
+        learner = self.learner(job_id, spec)
+        if spec.adaptive_batch is not None or len(learner.rows) >= self.own_min:
+            return self.model(job_id, spec)
+        job_type = spec.job_type if self.use_priors else None
+        prior = self.priors.fitted(job_type, learner.form, N_PARAMS[learner.form]) if job_type else None
+        return LazyJobModel(learner, tuple(learner.rows.values()), prior, spec.target, self.type_speed(learner))
+
     def pooled_types(self, job_type: str) -> frozenset[str]:
         """The GPU types its job type's reports ran on (what a job without reports takes `type_speed` from)."""
         rates = self.type_rates.get(job_type) if self.use_priors else None
@@ -270,5 +363,5 @@ class ModelBook:
         pooled = self.type_rates.get(learner.spec.job_type) if learner.spec.job_type and self.use_priors else None
         rates = own if len(own.types) > 1 or pooled is None else pooled
         if len(rates.types) < 2:
-            return MappingProxyType({})
+            return _NO_TYPE_SPEED
         return MappingProxyType(relative_speeds(rates))

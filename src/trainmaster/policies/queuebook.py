@@ -37,6 +37,14 @@ class QueueBook:
             if job is not None and alloc:
                 self._add(job, alloc, +1)
 
+    def copy(self, snap: Snapshot) -> QueueBook:
+        """This book for `snap` (same cluster and queues), its counts copied: the copy's changes stay its own."""
+        out = QueueBook.__new__(QueueBook)
+        out.snap, out.queues, out.total, out._types = snap, snap.queues, self.total, self._types
+        out.usage = dict(self.usage)
+        out.by_type = {q: Counter(c) for q, c in self.by_type.items()}
+        return out
+
     # -- accounting ----------------------------------------------------------
     def queue_of(self, job: JobView) -> str:
         return job.spec.queue if job.spec.queue in self.queues else IMPLICIT
@@ -148,3 +156,46 @@ class QueueBook:
             return ()
         need = job.spec.min_resources
         return tuple(x for q in reversed(chain) for x in (-q.priority, self.share(q.name, need)))
+
+
+class HeldUsage:
+    """What the held allocations add to each queue, kept across decisions (`ClusterMemo.usage`).
+
+    A decision's book is a copy of a base book brought in step with the workspace's allocations: Python
+    arithmetic only for the jobs whose allocation or spec changed since (a fresh `QueueBook` adds every
+    running job, every decision). Integer sums: any order adds alike; a queue whose jobs all left keeps a
+    zero entry, which every reader takes as an absent one (`usage.get`, `by_type` counters).
+    """
+
+    shortcut = True  # False: every book built from every allocation (the reference the tests replay against)
+
+    def __init__(self) -> None:
+        self.base: QueueBook | None = None
+        self.seen: dict[str, tuple[int, int]] = {}  # job id -> id() of the allocation and spec the base added
+        self.took: dict[str, tuple[Allocation, JobView]] = {}  # (both kept, so their id()s stay unique)
+
+    def book(self, snap: Snapshot, allocations: Mapping[str, Allocation]) -> QueueBook:
+        """`QueueBook(snap, allocations)`, from the base book and the allocations that changed."""
+        if not self.shortcut:
+            return QueueBook(snap, allocations)
+        base, jobs = self.base, snap.jobs
+        if base is None or base.snap.cluster is not snap.cluster \
+                or (base.queues is not snap.queues and base.queues != snap.queues):
+            base = self.base = QueueBook(snap, {})
+            self.seen, self.took = {}, {}
+        now = {jid: (id(alloc), id(jobs[jid].spec)) for jid, alloc in allocations.items() if alloc and jid in jobs}
+        if now != self.seen:
+            took = self.took
+            for jid in self.seen.keys() - now.keys():
+                alloc, job = took.pop(jid)
+                base._add(job, alloc, -1)
+            for jid, _ in now.items() - self.seen.items():  # new, or its allocation or spec changed
+                if jid in took:
+                    alloc, job = took[jid]
+                    base._add(job, alloc, -1)
+                alloc, job = allocations[jid], jobs[jid]
+                base._add(job, alloc, +1)
+                took[jid] = (alloc, job)
+            self.seen = now
+        base.snap = snap  # (the latest only: an older snapshot is not kept alive by the memo)
+        return base.copy(snap)

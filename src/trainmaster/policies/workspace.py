@@ -29,7 +29,7 @@ from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
-from trainmaster.policies.queuebook import QueueBook
+from trainmaster.policies.queuebook import HeldUsage, QueueBook
 from trainmaster.policies.scoring import (
     TIGHTEST,
     ClusterTraits,
@@ -99,6 +99,7 @@ class ClusterMemo:
     cluster: Cluster
     pools: dict[tuple[bool, tuple[str, ...]], EligibleNodes] = field(default_factory=dict)
     never: dict[str, str | None] = field(default_factory=dict)  # job id -> why it can never fit (None: it can)
+    usage: HeldUsage = field(default_factory=HeldUsage, repr=False)  # what each queue holds, kept (`book`)
     _traits: ClusterTraits | None = field(default=None, repr=False)
 
     @property
@@ -338,7 +339,7 @@ class Workspace:
     def book(self) -> QueueBook:
         """Usage per queue, built on first use and kept in step with every assign and release."""
         if self._book is None:
-            self._book = QueueBook(self.snap, self.allocations)
+            self._book = self.memo.usage.book(self.snap, self.allocations)
         return self._book
 
     def trial(self) -> Trial:
