@@ -103,31 +103,3 @@ def test_a_waiting_job_picks_up_its_type_prior_once_siblings_report() -> None:
     for w, p in [(1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4)]:
         book.observe("sib", sib, Report(0.0, "sib", 5, steps_per_s=truth.speed(w, p), allocation=_alloc(w, p)))
     assert book.model("late", spec).basis == "type prior"
-
-
-def _allreduce_rows(sizes: list[tuple[int, int]]) -> list[Row]:
-    """Rows of a law whose cross-node sync is no line in the replicas (as the Pollux peer's placements)."""
-    cross = {8: 1.0, 12: 1.5, 16: 0.8}
-    out = []
-    for workers, nodes in sizes:
-        sync = 0.0 if workers == 1 else (0.05 if nodes == 1 else cross[workers])
-        step = 0.02 + 0.04 * 64 / workers + sync
-        out.append(Row(Config(workers, nodes=nodes, batch=64.0), step))
-    return out
-
-
-def test_goodput_law_holds_the_cross_node_slope_at_zero_below_three_multi_node_sizes() -> None:
-    rows = _allreduce_rows([(1, 1), (2, 1), (4, 1), (8, 2), (12, 3)])  # two multi-node sizes: 1.0 s, 1.5 s
-    plain, flat = fit(Form.ALLREDUCE, rows), fit(Form.ALLREDUCE, rows, cross_slope=False)
-    assert plain is not None and flat is not None
-    assert plain.theta[5] > 0 and flat.theta[5] == 0.0  # the two-point line climbs; the goodput law's is flat
-    at16 = Config(16, nodes=4, batch=64.0)
-    assert flat.steps_per_s(at16) > plain.steps_per_s(at16)
-    assert 1 / flat.steps_per_s(at16) - (0.02 + 0.04 * 4) == pytest.approx(1.25, rel=0.05)  # their mean
-
-
-def test_goodput_law_fits_the_cross_node_slope_from_three_multi_node_sizes() -> None:
-    rows = _allreduce_rows([(1, 1), (2, 1), (4, 1), (8, 2), (12, 3), (16, 4)])
-    plain, flat = fit(Form.ALLREDUCE, rows), fit(Form.ALLREDUCE, rows, cross_slope=False)
-    assert plain is not None and flat is not None
-    assert flat.theta == plain.theta

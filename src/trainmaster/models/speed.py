@@ -149,34 +149,11 @@ class Row:
     count: int = 1
 
 
-# Cross-node sync slope: fitted only once the rows hold this many multi-node sizes (`fit(cross_slope=False)`).
-CROSS_SLOPE_SIZES = 3
-
-
-def cross_sizes(rows: Iterable[Row]) -> int:
-    """Distinct worker counts among the multi-node rows: how many points the cross-node sync law rests on."""
-    return len({r.config.workers for r in rows if r.config.nodes > 1})
-
-
-def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None, *,
-        cross_slope: bool = True) -> SpeedFit | None:
-    """NNLS on relative error; None without rows.
-
-    `cross_slope=False` (all-reduce only; the goodput law, `ModelBook.speed(optimistic=True)`): the
-    cross-node sync per extra replica `d2` is held at 0, so `c2` is the mean cross-node sync, until
-    the rows measure `CROSS_SLOPE_SIZES` multi-node sizes. Why: the truth's cross-node sync is not a
-    line in the replicas (placements interpolate: 1.33 s on 2 nodes x 4, 0.82 s on 4 x 4, Pollux
-    peer), so a slope through two sizes (0.17-0.26 s per replica) predicts ~2.9 s at 16 and under-rates
-    every larger multi-node size; a third size is the least that tests a line. Pollux's own fit is
-    optimistic the same way: it fixes the retrogression terms without the data to fit them and
-    penalises them otherwise (petuum/adaptdl `adaptdl/goodput.py`, `fit_perf_params`, `_obj_fn`).
-    """
+def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None) -> SpeedFit | None:
+    """NNLS on relative error; None without rows."""
     if not rows:
         return None
     a = np.array([features(form, r.config) for r in rows], dtype=float)
-    flat = form is Form.ALLREDUCE and not cross_slope and cross_sizes(rows) < CROSS_SLOPE_SIZES
-    if flat:
-        a[:, 5] = 0.0  # a zero column: NNLS leaves its coefficient at 0
     y = np.array([r.y for r in rows], dtype=float)
     w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=float)
     scale = np.sqrt(w) / y
@@ -187,8 +164,6 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
 
     theta, _ = nnls(a_s / norms, y * scale, maxiter=50 * a.shape[1])
     theta = theta / norms
-    if flat:
-        theta[5] = 0.0
     configs = len({r.config for r in rows})
     return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=configs)
 
