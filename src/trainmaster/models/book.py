@@ -270,7 +270,10 @@ class ModelBook:
             c = learner.config(held, learner.batch)
             learner.rates.add(c, gpu_type, speed)
             if spec.job_type:
-                self.type_rates.setdefault(spec.job_type, TypeRates()).add(c, gpu_type, speed)
+                pooled = self.type_rates.get(spec.job_type)
+                if pooled is None:  # (not `setdefault`: a TypeRates built per report only to be dropped)
+                    pooled = self.type_rates[spec.job_type] = TypeRates()
+                pooled.add(c, gpu_type, speed)
         if learner.observe(report, held):
             self._speed.pop(job_id, None)
             if self.use_priors and spec.job_type:
