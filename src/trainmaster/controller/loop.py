@@ -181,7 +181,7 @@ class Controller:
         self._touched.add(job_id)
         record.settle()
         record.watch = record.lazy = None
-        self._said.pop(job_id, None)
+        self._said.drop(job_id)
         self._dirty = True
         return record
 
@@ -339,7 +339,7 @@ class Controller:
         if fresh:
             joining = tail.members()
         for jid in joining:
-            said.pop(jid, None)  # its latest decision's reason is the stream's
+            said.drop(jid)  # its latest decision's reason is the stream's
         notes.follow_tail(text, joining, self.jobs, now, fresh=fresh)
         assert notes.tail is not None
         if isinstance(pending, PendingIds) and pending.origin is self._origin:

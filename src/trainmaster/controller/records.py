@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainmaster.controller.notes import NoteStreams
+from trainmaster.controller.notes import NoteStreams, Said
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cost import CostMeter
 from trainmaster.core.job import JobSpec
@@ -109,7 +109,7 @@ class JobRecord:
     gpus_held: int = 0  # GPUs of `allocation`, kept by `set_allocation`
     watch: dict[str, None] | None = field(default=None, repr=False, compare=False)  # ids with stale views
     # The controller's "reason last noted by a decision" per job: `note` drops this job's entry (see Controller).
-    said: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    said: Said | None = field(default=None, repr=False, compare=False)
     # The controller's reasons noted on many jobs at once, not yet in `decisions` (`notes.NoteStreams`).
     lazy: NoteStreams | None = field(default=None, repr=False, compare=False)
     _why: str = field(default="", init=False, repr=False)  # see `why`
@@ -191,7 +191,7 @@ class JobRecord:
                 del decisions[:-keep]
         said = self.said
         if said is not None:
-            said.pop(self.id, None)
+            said.drop(self.id)
 
     def live_view(self, clock: ServiceClock) -> JobView:
         """This job's view for every decision until the record changes (see `LiveJobView`)."""
