@@ -153,3 +153,21 @@ def test_gradient_noise_recovers_the_true_gradient_and_variance() -> None:
     stats = noise.stats()
     assert stats["grad_sqr"] == pytest.approx(2.0, rel=0.25)
     assert stats["grad_var"] == pytest.approx(50.0 / 8, rel=0.25)  # variance at the base batch of 8
+
+
+def test_the_goodput_law_does_not_extrapolate_a_two_point_cross_node_sync_slope() -> None:
+    spec = simple_job("a", 1, max_gpus=16, adaptive_batch=BOUNDS)
+    book = ModelBook()
+    cross = {8: 1.0, 12: 1.5}  # s of sync across nodes: two sizes, rising (the truth at 16 need not be)
+    for i, w in enumerate((1, 2, 4, 8, 12)):
+        alloc = Allocation.of(Placement(Role.WORKER, f"n{k // 4}") for k in range(w))
+        step = 0.05 + 0.001 * 128 / w + (cross[w] if w > 4 else 0.02 * (w > 1))
+        book.observe("a", spec, Report(float(i), "a", 10 * (i + 1), loss=1.0, steps_per_s=1 / step, allocation=alloc,
+                                       batch=128, grad_sqr=1.0, grad_var=50.0))
+    model = book.model("a", spec)
+    assert model.goodput is not None and model.basis == "own fit"
+    at16 = Config(16, 0, 4, 128.0)
+    plain, law = model.speed, model.goodput.speed
+    compute = 0.05 + 0.001 * 8
+    assert plain is not None and 1 / plain.steps_per_s(at16) > compute + 1.5  # the plain law's line climbs on
+    assert compute + 1.0 < 1 / law.steps_per_s(at16) < compute + 1.5  # the goodput law's: within what was measured

@@ -10,7 +10,17 @@ from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.events import Report
 from trainmaster.core.job import Role, simple_job
 from trainmaster.models.book import ModelBook
-from trainmaster.models.speed import Config, Form, LinearScaling, Row, SpeedFit, fit, mape, time_like
+from trainmaster.models.speed import (
+    Config,
+    Form,
+    LinearScaling,
+    Row,
+    SpeedFit,
+    fit,
+    mape,
+    packing_weights,
+    time_like,
+)
 from trainmaster.workloads.ps_truth import MODELS, ps_job
 
 
@@ -123,3 +133,49 @@ def test_a_published_model_reads_as_the_book_was_when_it_was_published() -> None
     assert [getattr(lazy, f) for f in fields] == [getattr(eager, f) for f in fields]
     assert [lazy.steps_per_s(w, p) for w, p in [(1, 1), (4, 2), (8, 4)]] \
         == [eager.steps_per_s(w, p) for w, p in [(1, 1), (4, 2), (8, 4)]]
+
+
+def _allreduce_rows(sizes: list[tuple[int, int]]) -> list[Row]:
+    """Rows of a law whose cross-node sync is no line in the replicas (as the Pollux peer's placements)."""
+    cross = {8: 1.0, 12: 1.5, 16: 0.8}
+    out = []
+    for workers, nodes in sizes:
+        sync = 0.0 if workers == 1 else (0.05 if nodes == 1 else cross[workers])
+        step = 0.02 + 0.04 * 64 / workers + sync
+        out.append(Row(Config(workers, nodes=nodes, batch=64.0), step))
+    return out
+
+
+def test_goodput_law_holds_the_cross_node_slope_at_zero_below_three_multi_node_sizes() -> None:
+    rows = _allreduce_rows([(1, 1), (2, 1), (4, 1), (8, 2), (12, 3)])  # two multi-node sizes: 1.0 s, 1.5 s
+    plain, flat = fit(Form.ALLREDUCE, rows), fit(Form.ALLREDUCE, rows, cross_slope=False)
+    assert plain is not None and flat is not None
+    assert plain.theta[5] > 0 and flat.theta[5] == 0.0  # the two-point line climbs; the goodput law's is flat
+    at16 = Config(16, nodes=4, batch=64.0)
+    assert flat.steps_per_s(at16) > plain.steps_per_s(at16)
+    assert 1 / flat.steps_per_s(at16) - (0.02 + 0.04 * 4) == pytest.approx(1.25, rel=0.05)  # their mean
+
+
+def test_goodput_law_fits_the_cross_node_slope_from_three_multi_node_sizes() -> None:
+    rows = _allreduce_rows([(1, 1), (2, 1), (4, 1), (8, 2), (12, 3), (16, 4)])
+    plain, flat = fit(Form.ALLREDUCE, rows), fit(Form.ALLREDUCE, rows, cross_slope=False)
+    assert plain is not None and flat is not None
+    assert flat.theta == plain.theta
+
+
+def test_packing_weights_count_a_fragmented_multi_node_row_by_its_packing_share() -> None:
+    rows = [Row(Config(w, nodes=n, batch=64.0), 1.0) for w, n in [(1, 1), (4, 1), (2, 2), (5, 2), (8, 4), (6, 3)]]
+    # a node holds 4 (the densest one-node row): 2 over 2 nodes needs 1, 8 over 4 needs 2, 6 over 3 needs 2
+    assert packing_weights(rows) == pytest.approx([1.0, 1.0, 0.5, 1.0, 0.5, 2 / 3])
+
+
+def test_goodput_law_leans_toward_packed_rows_for_the_cross_node_sync() -> None:
+    one_node = [(1, 1, 0.0), (2, 1, 0.05), (4, 1, 0.05)]
+    packed, split = (8, 2, 0.8), (2, 2, 2.0)  # a split's sync (1 worker per node) is not a packed size's
+    rows = [Row(Config(w, nodes=n, batch=64.0), 0.02 + 0.04 * 64 / w + s) for w, n, s in [*one_node, packed, split]]
+    law = fit(Form.ALLREDUCE, rows, cross_slope=False)
+    full = fit(Form.ALLREDUCE, rows, [1.0, 1.0, 1.0, 1.0, 2.0], cross_slope=False)  # the split at weight 0.5 x 2
+    dropped = fit(Form.ALLREDUCE, rows[:-1], cross_slope=False)
+    assert law is not None and full is not None and dropped is not None
+    at16 = Config(16, nodes=4, batch=64.0)
+    assert dropped.steps_per_s(at16) > law.steps_per_s(at16) > full.steps_per_s(at16)

@@ -253,6 +253,8 @@ class ModelBook:
         self.type_rates: dict[str, TypeRates] = {}  # job type -> its jobs' speeds per GPU type
         self._speed: dict[str, tuple[SpeedPredictor | None, str]] = {}
         self._speed_tag: dict[str, tuple[int, int | None]] = {}  # job -> (its version, its prior's) of `_speed`
+        self._law: dict[str, tuple[SpeedPredictor | None, str]] = {}  # `_speed`'s twin for `speed(optimistic=True)`
+        self._law_tag: dict[str, tuple[int, int | None]] = {}
 
     def learner(self, job_id: str, spec: JobSpec) -> JobLearner:
         found = self.learners.get(job_id)
@@ -276,6 +278,7 @@ class ModelBook:
                 pooled.add(c, gpu_type, speed)
         if learner.observe(report, held):
             self._speed.pop(job_id, None)
+            self._law.pop(job_id, None)
             if self.use_priors and spec.job_type:
                 self.priors.update(spec.job_type, learner.form, job_id, learner.rows)
 
@@ -284,23 +287,27 @@ class ModelBook:
         self.learners.pop(job_id, None)
         self._speed.pop(job_id, None)
         self._speed_tag.pop(job_id, None)
+        self._law.pop(job_id, None)
+        self._law_tag.pop(job_id, None)
 
-    def speed(self, learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
-        cached = self._speed.get(learner.job_id)
+    def speed(self, learner: JobLearner, optimistic: bool = False) -> tuple[SpeedPredictor | None, str]:
+        """The job's speed law and its basis; `optimistic`: the goodput law's (`speed.fit(cross_slope=False)`)."""
+        cache, tags = (self._law, self._law_tag) if optimistic else (self._speed, self._speed_tag)
+        cached = cache.get(learner.job_id)
         if cached is not None and cached[1] == "own fit":  # the others change as the type's prior learns
             return cached
         # The others follow the job's reports and its type's prior only: kept while neither changed (a
         # prior that learns republishes every sibling's model; most of them have no reports of their own).
         job_type = learner.spec.job_type if self.use_priors else None
         tag = (learner.version, self.priors.version.get((job_type, learner.form)) if job_type else None)
-        if cached is not None and self._speed_tag.get(learner.job_id) == tag:
+        if cached is not None and tags.get(learner.job_id) == tag:
             return cached
-        out = self._fit_speed(learner)
-        self._speed[learner.job_id] = out
-        self._speed_tag[learner.job_id] = tag
+        out = self._fit_speed(learner, cross_slope=not optimistic)
+        cache[learner.job_id] = out
+        tags[learner.job_id] = tag
         return out
 
-    def _fit_speed(self, learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
+    def _fit_speed(self, learner: JobLearner, cross_slope: bool = True) -> tuple[SpeedPredictor | None, str]:
         own = list(learner.rows.values())
         job_type = learner.spec.job_type if self.use_priors else None
         need = N_PARAMS[learner.form]
@@ -309,8 +316,8 @@ class ModelBook:
             pooled = job_type is not None and learner.batch_known
             siblings = self.priors.rows(job_type, learner.form, exclude=learner.job_id) if job_type and pooled else []
             weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
-            return fit(learner.form, own + siblings, weights), "own fit"
-        prior = self.priors.fitted(job_type, learner.form, need) if job_type else None
+            return fit(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
+        prior = self.priors.fitted(job_type, learner.form, need, cross_slope) if job_type else None
         return _below_own_min(learner.form, own, prior, learner.max_workers)
 
     def unreported_speed(self, learner: JobLearner, fit: SpeedPredictor | None) -> tuple[SpeedPredictor | None, str]:
@@ -336,7 +343,8 @@ class ModelBook:
             for r in learner.rows:
                 local.setdefault(r.nodes > 1, []).append(r.batch / max(r.workers, 1))
             ranges = tuple((multi, min(v), max(v)) for multi, v in sorted(local.items()))
-            goodput = GoodputSpeed(speed, spec.adaptive_batch, phi, ranges)
+            law = self.speed(learner, optimistic=True)[0] if learner.form is Form.ALLREDUCE else speed
+            goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner), goodput=goodput, max_workers=learner.max_workers)

@@ -20,7 +20,7 @@ class TypePriors:
     def __init__(self, max_jobs: int = MAX_JOBS_PER_TYPE) -> None:
         self.max_jobs = max_jobs
         self._rows: dict[tuple[str, Form], OrderedDict[str, dict[Config, Row]]] = {}
-        self._fits: dict[tuple[str, Form], SpeedFit | None] = {}
+        self._fits: dict[tuple[str, Form, bool], SpeedFit | None] = {}  # (type, form, cross_slope) -> fit
         self.version: dict[tuple[str, Form], int] = {}
 
     def update(self, job_type: str, form: Form, job_id: str, rows: dict[Config, Row]) -> None:
@@ -30,7 +30,8 @@ class TypePriors:
         jobs.move_to_end(job_id)
         while len(jobs) > self.max_jobs:
             jobs.popitem(last=False)
-        self._fits.pop(key, None)
+        self._fits.pop((*key, True), None)
+        self._fits.pop((*key, False), None)
         self.version[key] = self.version.get(key, 0) + 1
 
     def rows(self, job_type: str, form: Form, exclude: str | None = None) -> list[Row]:
@@ -42,11 +43,14 @@ class TypePriors:
     def jobs(self, job_type: str, form: Form) -> int:
         return len(self._rows.get((job_type, form), {}))
 
-    def fitted(self, job_type: str, form: Form, min_configs: int) -> SpeedFit | None:
-        """The pooled fit of this type, or None while it has seen fewer than `min_configs` configurations."""
-        key = (job_type, form)
+    def fitted(self, job_type: str, form: Form, min_configs: int, cross_slope: bool = True) -> SpeedFit | None:
+        """The pooled fit of this type, or None while it has seen fewer than `min_configs` configurations.
+
+        `cross_slope`: as `speed.fit`'s (False: the goodput law's optimistic cross-node sync).
+        """
+        key = (job_type, form, cross_slope)
         if key not in self._fits:
             rows = self.rows(job_type, form)
             distinct = {(r.config.workers, r.config.ps, r.config.nodes) for r in rows}
-            self._fits[key] = fit(form, rows) if len(distinct) >= min_configs else None
+            self._fits[key] = fit(form, rows, cross_slope=cross_slope) if len(distinct) >= min_configs else None
         return self._fits[key]

@@ -149,11 +149,55 @@ class Row:
     count: int = 1
 
 
-def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None) -> SpeedFit | None:
-    """NNLS on relative error; None without rows."""
+# Cross-node sync slope: fitted only once the rows hold this many multi-node sizes (`fit(cross_slope=False)`).
+CROSS_SLOPE_SIZES = 3
+
+
+def cross_sizes(rows: Iterable[Row]) -> int:
+    """Distinct worker counts among the multi-node rows: how many points the cross-node sync law rests on."""
+    return len({r.config.workers for r in rows if r.config.nodes > 1})
+
+
+def packing_weights(rows: Sequence[Row]) -> list[float]:
+    """Each row's weight in the goodput law's fit: a fragmented multi-node row's packing share, else 1.
+
+    A multi-node row is fragmented when it spans more nodes than its workers need at the density
+    of the densest one-node row, `nodes > ceil(workers / k)` (the rows carry no node size; a job or
+    its type that ran k replicas on one node shows a node holds k); it counts `ceil(workers / k) /
+    nodes`, the share of its nodes a packed placement would use. Why a weight, not a drop: a
+    fragmented split's cross-node sync (2 workers over 2 nodes) says little about a packed size's,
+    and at weight 1 one such row set every multi-node size's sync and kept imagenet-71 at 4 GPUs for
+    54,000 s (Pollux workload 6, bench/results/trainmaster.md eighth look); but on a full cluster
+    split placements are what the placer hands out, and dropping them cost at loads >= 1.5 (ninth
+    look). Packed partial nodes (5 workers as 4 + 1) count fully: the placer packs, sizing meets them.
+    """
+    k = max((r.config.workers for r in rows if r.config.nodes <= 1), default=1)
+    return [min(1.0, -(-r.config.workers // k) / r.config.nodes) if r.config.nodes > 1 else 1.0 for r in rows]
+
+
+def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None, *,
+        cross_slope: bool = True) -> SpeedFit | None:
+    """NNLS on relative error; None without rows.
+
+    `cross_slope=False` (all-reduce only; the goodput law, `ModelBook.speed(optimistic=True)`): the
+    cross-node sync per extra replica `d2` is held at 0, so `c2` is the mean cross-node sync, until
+    the rows measure `CROSS_SLOPE_SIZES` multi-node sizes. Why: the truth's cross-node sync is not a
+    line in the replicas (placements interpolate: 1.33 s on 2 nodes x 4, 0.82 s on 4 x 4, Pollux
+    peer), so a slope through two sizes (0.17-0.26 s per replica) predicts ~2.9 s at 16 and under-rates
+    every larger multi-node size; a third size is the least that tests a line. Pollux's own fit is
+    optimistic the same way: it fixes the retrogression terms without the data to fit them and
+    penalises them otherwise (petuum/adaptdl `adaptdl/goodput.py`, `fit_perf_params`, `_obj_fn`).
+    The goodput law also down-weights fragmented multi-node rows (`packing_weights`).
+    """
     if not rows:
         return None
+    if form is Form.ALLREDUCE and not cross_slope:
+        share = packing_weights(rows)
+        weights = [s * (1.0 if weights is None else weights[i]) for i, s in enumerate(share)]
     a = np.array([features(form, r.config) for r in rows], dtype=float)
+    flat = form is Form.ALLREDUCE and not cross_slope and cross_sizes(rows) < CROSS_SLOPE_SIZES
+    if flat:
+        a[:, 5] = 0.0  # a zero column: NNLS leaves its coefficient at 0
     y = np.array([r.y for r in rows], dtype=float)
     w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=float)
     scale = np.sqrt(w) / y
@@ -164,6 +208,8 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None)
 
     theta, _ = nnls(a_s / norms, y * scale, maxiter=50 * a.shape[1])
     theta = theta / norms
+    if flat:
+        theta[5] = 0.0
     configs = len({r.config for r in rows})
     return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=configs)
 

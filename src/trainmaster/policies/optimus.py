@@ -29,8 +29,9 @@ so a resize happens only when it gains more than the restart costs.
 
 `goodput=True` (the `trainmaster` preset's sizing; the `optimus` preset keeps it off): a
 job that adapts its batch is predicted at its goodput on each size (`JobModel.goodput`: the
-best batch there), may also grow to the next whole node in one increment (`_jump`), and grows
-to at most `EXPLORE` times the most workers it has run on.
+best batch there), may also grow to the next whole node in one increment (`_jumps`), to any
+whole-node size with the GPUs no step wanted, and grows to at most `EXPLORE` times the most
+workers it has run on.
 """
 
 from __future__ import annotations
@@ -90,24 +91,44 @@ class _Step:
     share: float
 
 
-def _jump(st: _Job, free: list[int]) -> list[_Step]:
-    """The worker increment to the next whole node, when that is more than one worker and fits.
+def _jumps(st: _Job, free: list[int], *, far: bool = False) -> list[_Step]:
+    """Worker increments to whole-node sizes that fit: the next one, or (`far`) each one beyond it.
 
     Goodput is not concave in the worker count: a job that fills one node
     slows down on its first worker beyond it (the all-reduce crosses nodes,
     at a batch sized for one) and gains only with a node's worth there, so
     a one-at-a-time greedy stops at the node boundary (Pollux searches
-    allocations whole instead). The jump is scored by its gain per share, as
-    a single step is, so the greedy takes it only when that beats every
-    other job's next step. (Jumps to twice the size as well: no better at
-    load 0.5, worse at load 2, Pollux workloads 1-4.)
+    allocations whole instead): the next whole node is always a candidate.
+    A deeper dip can hide every gain from both: the first intra-node
+    all-reduce costs more than a second worker adds at a small batch, while
+    a few nodes at a large batch pay, so a job left at one worker with most
+    of the cluster idle could not climb out (cifar10 at load 0.5: 1 GPU for
+    540 s, 24 GPUs free; bench/results/trainmaster.md, seventh look). The
+    sizes beyond the next node (`far`) are offered only in a second pass
+    (`Optimus.size`, 2b) over the GPUs no step of any job wanted: offered in
+    the first, on a full cluster (load 2) what a jump took was paid for by
+    other jobs' steps, and the completion-rate objective handed it to short
+    jobs while the long ones starved (eighth look). Each is scored by its
+    gain per share, as a single step is.
     """
     unit = next((s for s in st.steps if s.dw == 1 and s.dp == 0), None)
-    k = -(-(st.workers + 1) // st.per_node) * st.per_node - st.workers
-    if unit is None or k <= 1 or st.workers + k > st.max_w:
+    if unit is None:
         return []
-    step = _Step(k, 0, unit.need * k, unit.share * k)
-    return [step] if _fits(step.need, free) else []
+    out = []
+    target = -(-(st.workers + 1) // st.per_node) * st.per_node
+    if far:
+        target += st.per_node
+    while target <= st.max_w:
+        k = target - st.workers
+        if k > 1:
+            step = _Step(k, 0, unit.need * k, unit.share * k)
+            if not _fits(step.need, free):
+                break  # larger sizes need more still
+            out.append(step)
+        if not far:
+            break
+        target += st.per_node
+    return out
 
 
 @dataclass
@@ -203,25 +224,9 @@ class Optimus:
                       self.restart_penalty, max_w, ps_spec.max if ps_spec else 0, list(steps), goodput=adapts)
             state[job.id] = st
             sizes[job.id] = {}  # (its place in arrival order; its size once the greedy is done)
-        heap: list[tuple[float, int, str, int, _Step]] = []
-        for jid, st in state.items():
-            self._push(heap, st, jid, free)
-        least = _least(state)
-        while heap:  # 2. one increment at a time to the largest gain per dominant share
-            if not _fits(least, free):  # no increment fits any more (free only shrinks): the rest would fail
-                break
-            _, _, jid, version, step = heapq.heappop(heap)
-            st = state[jid]
-            if version != st.version:
-                continue
-            if _fits(step.need, free):
-                _take(step.need, free)
-                st.workers += step.dw
-                st.ps += step.dp
-            elif step in st.steps:  # that kind of increment no longer fits anywhere
-                st.steps.remove(step)
-            st.version += 1
-            self._push(heap, st, jid, free)
+        self._grow(state, free, far=False)  # 2. one increment at a time to the largest gain per dominant share
+        if self.goodput:  # 2b. with what no step wanted, jobs in a goodput dip may jump past it (`_jumps`)
+            self._grow(state, free, far=True)
         for jid, st in state.items():
             sizes[jid] = {Role.WORKER: st.workers}
             if Role.PS in st.view.spec.roles:
@@ -249,13 +254,44 @@ class Optimus:
         self._shapes[job.id] = (job.spec, total, job.spec.min_resources, tuple(steps))
         return job.spec.min_resources, tuple(steps)
 
-    def _push(self, heap: list[tuple[float, int, str, int, _Step]], st: _Job, jid: str, free: list[int]) -> None:
+    def _grow(self, state: dict[str, _Job], free: list[int], *, far: bool) -> None:
+        """The greedy: pop the best increment, take it if it fits, push the job's next (`far`: see `_jumps`)."""
+        heap: list[tuple[float, int, str, int, _Step]] = []
+        for jid, st in state.items():
+            st.version += 1
+            self._push(heap, st, jid, free, far)
+        least = _least(state)
+        while heap:
+            if not _fits(least, free):  # no increment fits any more (free only shrinks): the rest would fail
+                break
+            _, _, jid, version, step = heapq.heappop(heap)
+            st = state[jid]
+            if version != st.version:
+                continue
+            if _fits(step.need, free):
+                _take(step.need, free)
+                st.workers += step.dw
+                st.ps += step.dp
+            elif step in st.steps:  # that kind of increment no longer fits anywhere
+                st.steps.remove(step)
+            st.version += 1
+            self._push(heap, st, jid, free, far)
+
+    def _push(self, heap: list[tuple[float, int, str, int, _Step]], st: _Job, jid: str, free: list[int],
+              far: bool = False) -> None:
         """Push the job's best increment, if any gains (jobs without a model have no increments)."""
         if not st.steps:
             return
         now = st.remaining(st.workers, st.ps)
+        near = _jumps(st, free) if st.goodput else []
+        best = self._best(st, now, st.steps + near + (_jumps(st, free, far=True) if far and st.goodput else []))
+        if best is not None:  # ties: the earlier job in arrival order (insertion counter)
+            heapq.heappush(heap, (-best[0], next(self._seq), jid, st.version, best[1]))
+
+    def _best(self, st: _Job, now: float, steps: list[_Step]) -> tuple[float, _Step] | None:
+        """The increment with the largest positive gain per share among `steps`, if any."""
         best: tuple[float, _Step] | None = None
-        for step in st.steps + (_jump(st, free) if st.goodput else []):
+        for step in steps:
             w, p = st.workers + step.dw, st.ps + step.dp
             if w > st.max_w or p > st.max_p:
                 continue
@@ -267,8 +303,7 @@ class Optimus:
             score = gain / step.share
             if score > 0 and (best is None or score > best[0]):
                 best = (score, step)
-        if best is not None:  # ties: the earlier job in arrival order (insertion counter)
-            heapq.heappush(heap, (-best[0], next(self._seq), jid, st.version, best[1]))
+        return best
 
     # -- phase 4: place ------------------------------------------------------
     def place(self, snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],

@@ -15,7 +15,10 @@
   (`GainSizing`), running jobs shrunk to their target at once and grown to it
   where it fits; models fitted online from reports (`uses_models`); jobs that
   adapt their batch sized on goodput, a whole node at a time where needed and
-  at most twice the size they have run at (`Optimus(goodput=True)`); the
+  at most twice the size they have run at, or to any whole-node size with
+  the GPUs no step wanted (`Optimus(goodput=True)`), their goodput law's
+  cross-node sync flat until three multi-node sizes are measured and
+  fragmented splits down-weighted (`speed.fit(cross_slope=False)`); the
   base hook's shrinking for pending jobs and services' headroom only while a
   service is live (`only_with_services`: the targets already leave room);
 - reservation and backfill for the blocked head job;
