@@ -8,6 +8,9 @@ fifo under 60 s and tiresias under 120 s on the 2-core box.
 
     .venv/bin/python -m bench.philly_replay [--policies fifo,tiresias] [--limit N] [--out PATH] [--cluster 80x8]
 
+It writes `bench/results/philly-replay.md` unless `--out` names another file; it refuses to
+overwrite a file it did not write (sim-perf.md holds the hand-written history).
+
 The model-driven presets (optimus, trainmaster) get progress reports every 300 s, as `simulate` gives them.
 
 `--tracemalloc` adds the peak of Python's own allocations (about 2x slower run).
@@ -85,6 +88,9 @@ def _child(policy: str, limit: int | None, trace_memory: bool, cluster: str, dat
     return result
 
 
+# First line of every table this tool writes: only such a file is rewritten (hand-written results are kept).
+MARKER = "<!-- written by bench.philly_replay: rerunning it rewrites this file -->"
+
 NOTES = """
 ## What makes it fast
 
@@ -117,6 +123,7 @@ tiresias schedule identically here; this measures the simulator, not the policie
 def _markdown(results: list[dict[str, Any]], command: str) -> str:
     goals = {"fifo": 60.0, "tiresias": 120.0}
     lines = [
+        MARKER,
         "# Simulator performance: the Philly replay",
         "",
         f"`{command}` on {MACHINE}, {dt.date.today().isoformat()}.",
@@ -161,12 +168,17 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--policies", default="fifo,tiresias")
     p.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
-    p.add_argument("--out", type=Path, default=Path("bench/results/sim-perf.md"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/philly-replay.md"),
+                   help="the table to (re)write; a file this tool did not write is never overwritten")
     p.add_argument("--tracemalloc", action="store_true", help="also measure Python's allocation peak (slower)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cluster", default=CLUSTER, help="e.g. 80x8 (640 GPUs: jobs queue, issue 15)")
     p.add_argument("--data", type=Path, default=DATA, help="philly.csv")
     args = p.parse_args()
+    if not args.child and args.out.is_file() and MARKER not in args.out.read_text().splitlines()[:1]:
+        print(f"error: --out {args.out} exists and was not written by bench.philly_replay (no first line "
+              f"{MARKER!r}); it would be overwritten: pass --out with a new path", file=sys.stderr)
+        return 2
     if not args.data.is_file():
         print(f"skipped: {args.data} not found (the replay needs ../shared/data)")
         return 0
