@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping
+from operator import attrgetter
 
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
@@ -25,6 +26,8 @@ from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, demand, room_wait
+
+_ID = attrgetter("id")
 
 
 def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
@@ -81,13 +84,19 @@ def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
         # demand, the test and the key of `Resources` (most of a long line on a busy cluster).
         misfits: dict[tuple[int, int, int, int], Wait] = {}
         seen: Resources | None = None
-        for job in fair_order(book, pending):
+        order = fair_order(book, pending)
+        for job in order:
             want = sizes[job.id]
             never = book.never_within_quota(job) if book.queues else None
             if never:
                 ws.rejected[job.id] = never
                 continue
             if head is not None:
+                if shortcuts and not book.queues:  # nobody is rejected for quota: the rest wait behind the head
+                    rest = [job, *order]
+                    ws.block_all_behind(map(_ID, rest), head.id)  # (one C-level update)
+                    blocked.extend(rest)
+                    break
                 ws.block_behind(job.id, head.id)
                 blocked.append(job)
                 continue
