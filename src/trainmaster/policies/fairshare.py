@@ -15,7 +15,8 @@ backfill in phase 5 may still start some); otherwise anything that fits starts
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from operator import attrgetter
 
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
@@ -26,6 +27,8 @@ from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, demand, room_wait
 
+_ID = attrgetter("id")
+
 
 def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
     """Pending jobs grouped per queue, each list in within-queue order."""
@@ -35,16 +38,38 @@ def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
     return list(groups.values())
 
 
-def fair_place(strict: bool) -> PlaceHook:
+def fair_order(book: QueueBook, pending: list[JobView]) -> Iterator[JobView]:
+    """The pending jobs in fair-share order: each next job from the queue whose `fair_key` is lowest as the
+    book stands when it is asked for (the caller places the previous job first). Without queue definitions
+    every job is in the implicit queue: the given order."""
+    if not book.queues:
+        yield from pending
+        return
+    groups = [deque(g) for g in fair_sequence(book, pending)]
+    while groups:
+        if len(groups) > 1:
+            groups.sort(key=lambda g: book.fair_key(g[0]))
+        yield groups[0].popleft()
+        if not groups[0]:
+            groups.pop(0)
+
+
+def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
+    """The place hook (module doc). `shortcuts=False`: every pending job takes the full per-job path (the
+    reference the one-role shortcut below must plan like)."""
+
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
               ws: Workspace) -> list[JobView]:
         book = ws.book
         blocked: list[JobView] = []
+        allocations = ws.allocations
         # Running jobs first: keep, or shrink to what phase 3 asked (growth waits for pending jobs).
         for job in jobs:
+            held = allocations.get(job.id)  # (first: most jobs of a busy line hold nothing)
+            if not held or not job.active:
+                continue
             want = sizes.get(job.id)
-            held = ws.allocations.get(job.id)
-            if not job.active or not held or want is None:
+            if want is None:
                 continue
             if all(held.count(r) == n for r, n in want.items()):
                 continue
@@ -52,33 +77,54 @@ def fair_place(strict: bool) -> PlaceHook:
                 try_place(ws, job, want)
         pending = [j for j in jobs if j.pending and j.id in sizes]
         head: JobView | None = None
-        groups = [deque(g) for g in fair_sequence(book, pending)]
         queues = bool(ws.snap.queues)  # (as `try_place` reads it)
         rooms: dict[tuple[Resources, int, Resources], Wait] = {}  # one shared wait per gang that did not fit
-        while groups:
-            if len(groups) > 1:
-                groups.sort(key=lambda g: book.fair_key(g[0]))
-            job = groups[0].popleft()
-            if not groups[0]:
-                groups.pop(0)
+        # The one-role gangs that did not fit in the free total `seen` (the same object: nothing placed or
+        # released since), by (cpu, memory, gpu) per task and tasks: their wait from `rooms`, without the
+        # demand, the test and the key of `Resources` (most of a long line on a busy cluster).
+        misfits: dict[tuple[int, int, int, int], Wait] = {}
+        seen: Resources | None = None
+        order = fair_order(book, pending)
+        for job in order:
             want = sizes[job.id]
             never = book.never_within_quota(job) if book.queues else None
             if never:
                 ws.rejected[job.id] = never
                 continue
             if head is not None:
+                if shortcuts and not book.queues:  # nobody is rejected for quota: the rest wait behind the head
+                    rest = [job, *order]
+                    ws.block_all_behind(map(_ID, rest), head.id)  # (one C-level update)
+                    blocked.extend(rest)
+                    break
                 ws.block_behind(job.id, head.id)
                 blocked.append(job)
                 continue
-            if not queues and job.id not in ws.allocations:  # `try_place`'s first test, for a job holding nothing
-                need = demand(job.spec, want)
+            if not queues and job.id not in allocations:  # `try_place`'s first test, for a job holding nothing
                 free = ws.total_free
+                shape = None
+                if shortcuts and len(want) == 1:
+                    ((role, n),) = want.items()
+                    task = job.spec.roles[role].resources
+                    shape = (task.cpu, task.memory, task.gpu, n)
+                    if free is not seen:
+                        misfits, seen = {}, free
+                    wait = misfits.get(shape)
+                    if wait is not None:
+                        ws.waits[job.id] = wait
+                        blocked.append(job)
+                        if strict:
+                            head = job
+                        continue
+                need = demand(job.spec, want)
                 if not need.fits_in(free):  # it waits for room (the shared wait `block_for_room` would make)
                     key = (need, sum(want.values()), free)
                     wait = rooms.get(key)
                     if wait is None:
                         wait = rooms[key] = room_wait(job.spec, want, free)
                     ws.waits[job.id] = wait
+                    if shape is not None:
+                        misfits[shape] = wait
                     blocked.append(job)
                     if strict:
                         head = job
