@@ -21,6 +21,7 @@ times as long as it ran (on Pollux's workloads it moves the mean JCT by 2%).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Iterable, Sequence
@@ -65,6 +66,14 @@ class TiresiasOrder:
     came (`due`: a waiting job's service, runtime and last active time stay as they
     were) -- then sorts every job by its kept key (C-level). A job it does not visit
     is one a full visit would leave as it is.
+
+    `kept_wakes` (with `incremental`): `next_change` reads the waiting Q1 jobs' starvation
+    times from `waiting` and the `due` heap instead of recomputing one per waiting job per
+    decision (a waiting job's time only moves when it is visited).
+
+    `kept_order`: the entries' keys are kept sorted (`keys`, moved by bisection when a key
+    changes: a few per decision), so the order is read off in one pass instead of sorting
+    every job's key per decision.
     """
 
     def __init__(self, threshold: float, starvation: float | None, incremental: bool = True) -> None:
@@ -75,6 +84,12 @@ class TiresiasOrder:
         self.low: set[str] = set()  # the ids of the entries in Q1 (`next_change` looks at those alone)
         self.views: dict[str, JobView] = {}  # the view of each job at its last visit (kept: compared by identity)
         self.due: list[tuple[float, str]] = []  # heap: (starvation time, id) of Q1 jobs holding nothing
+        # Q1 jobs not active at their last visit (with some executed time) -> their starvation time, as
+        # pushed on `due` then (entries of `due` that disagree are stale). Dropped when a job is held.
+        self.waiting: dict[str, float] = {}
+        self.kept_wakes = True  # False: `next_change` recomputes every waiting job's time (the reference)
+        self.keys: list[tuple[int, float, float, str]] = []  # every entry's key, sorted
+        self.kept_order = True  # False: sort the keys every decision (the reference)
         self.partial = False  # True: `snap` holds only some of the live jobs, keep the others' entries
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
@@ -82,13 +97,14 @@ class TiresiasOrder:
         jobs = snap.jobs
         if not self.partial:
             for jid in entries.keys() - jobs.keys():  # (a C-level difference: few jobs leave at a time)
-                del entries[jid]
+                self._drop(entries.pop(jid).key)
                 self.low.discard(jid)
+                self.waiting.pop(jid, None)
         visit: Iterable[str] = jobs
         if self.incremental:
             visit = self._changed(snap)
             self.views = dict(jobs) if not self.partial else {**self.views, **jobs}
-        now, visit_one = snap.now, self._visit
+        now, visit_one, waiting = snap.now, self._visit, self.waiting
         running, starting = JobState.RUNNING, JobState.STARTING
         for jid in visit:
             job = jobs[jid]
@@ -96,9 +112,27 @@ class TiresiasOrder:
             state = job.state
             if e is not None and e.queue == 1 and (state is running or state is starting):
                 e.last_active = now  # all `_visit` does for a Q1 job holding resources (most visits)
+                if waiting:
+                    waiting.pop(jid, None)
             else:
                 visit_one(job, now)
+        if self.kept_order:
+            ids: Iterable[str] = map(_ID, self.keys)
+            if len(self.keys) != len(jobs):  # (a partial snapshot: its jobs are some of the entries)
+                ids = filter(jobs.__contains__, ids)
+            return list(map(jobs.__getitem__, ids))
         return list(map(jobs.__getitem__, map(_ID, sorted(map(_KEY, map(entries.__getitem__, jobs))))))
+
+    def _rekey(self, e: _Entry, job: JobView, new: bool = False) -> None:
+        """`e.rekey`, keeping `keys` sorted."""
+        if not new:
+            self._drop(e.key)
+        e.rekey(job)
+        bisect.insort(self.keys, e.key)
+
+    def _drop(self, key: tuple[int, float, float, str]) -> None:
+        keys = self.keys
+        del keys[bisect.bisect_left(keys, key)]
 
     def _changed(self, snap: Snapshot) -> set[str]:
         """The jobs whose queue may have moved since the last visit (class doc)."""
@@ -112,6 +146,8 @@ class TiresiasOrder:
             jid = heapq.heappop(due)[1]
             if jid in jobs:
                 visit.add(jid)
+            else:  # (not visited now: its time is recomputed until it is)
+                self.waiting.pop(jid, None)
         return visit
 
     def _visit(self, job: JobView, now: float) -> None:
@@ -119,7 +155,7 @@ class TiresiasOrder:
         e = entries.get(job.id)
         if e is None:
             e = entries[job.id] = _Entry(0, job.submit_time, 0.0, 0.0, job.submit_time)
-            e.rekey(job)
+            self._rekey(e, job, new=True)
         active = job.active
         if active:
             e.last_active = now
@@ -129,19 +165,23 @@ class TiresiasOrder:
                 # Crossed the threshold: FIFO in Q1 by when it crossed, not by when we noticed.
                 gpus = job.gpus if active else 0
                 e.queue, e.entered = 1, now - over / gpus if gpus else now
-                e.rekey(job)
+                self._rekey(e, job)
                 self.low.add(job.id)
         elif self.starvation is not None and job.pending:
             executed = job.runtime - e.base_runtime
             if executed > 0 and now - e.last_active >= self.starvation * executed:
                 e.queue, e.entered = 0, now
                 e.base_attained, e.base_runtime = job.attained, job.runtime
-                e.rekey(job)
+                self._rekey(e, job)
                 self.low.discard(job.id)
         if e.queue == 1 and not active and self.starvation is not None and self.incremental:
             executed = job.runtime - e.base_runtime
             if executed > 0:
-                heapq.heappush(self.due, (e.last_active + self.starvation * executed, job.id))
+                at = self.waiting[job.id] = e.last_active + self.starvation * executed
+                heapq.heappush(self.due, (at, job.id))
+                return
+        if self.waiting:
+            self.waiting.pop(job.id, None)
 
     def next_change(self, snap: Snapshot, plan: Plan) -> float | None:
         """Seconds until the order can next change without an event: a demotion or a starvation promotion.
@@ -165,20 +205,47 @@ class TiresiasOrder:
                 soonest = min(soonest, (threshold - (job.attained - e.base_attained)) / gpus)
         if self.starvation is not None:
             entries = self.entries
-            for jid in self.low - plan.allocations.keys():  # (Q1 entries only; any order: a minimum)
+            out = self.low - plan.allocations.keys()  # (Q1 entries only; any order: a minimum)
+            kept = self.kept_wakes and self.incremental
+            for jid in out - self.waiting.keys() if kept else out:
                 e = entries[jid]
                 executed = snap.jobs[jid].runtime - e.base_runtime
                 if executed > 0:
                     soonest = min(soonest, e.last_active + self.starvation * executed - snap.now)
+            if kept:
+                soonest = min(soonest, self._soonest_waiting(plan) - snap.now)
         return None if math.isinf(soonest) else soonest
+
+    def _soonest_waiting(self, plan: Plan) -> float:
+        """The earliest starvation time among `waiting` jobs the plan leaves out (inf: none), from the
+        top of `due`: stale entries there are dropped (no visit needs them), those of jobs the plan
+        starts are put back."""
+        due, waiting, allocations = self.due, self.waiting, plan.allocations
+        starting: list[tuple[float, str]] = []
+        soonest = math.inf
+        while due:
+            at, jid = due[0]
+            if waiting.get(jid) != at:
+                heapq.heappop(due)
+            elif jid in allocations:
+                starting.append(heapq.heappop(due))
+            else:
+                soonest = at
+                break
+        for item in starting:
+            heapq.heappush(due, item)
+        return soonest
 
     def touch(self, snap: Snapshot) -> None:
         """Note the jobs holding resources now (what a full pass of `__call__` would do for them)."""
         held = snap.held if snap.held is not None else {j.id: j.allocation for j in snap.jobs.values() if j.active}
+        waiting = self.waiting
         for jid in held:
             entry = self.entries.get(jid)
             if entry is not None:
                 entry.last_active = snap.now
+                if waiting:
+                    waiting.pop(jid, None)
 
     def queue_of(self, job_id: str) -> int | None:
         entry = self.entries.get(job_id)
