@@ -10,6 +10,7 @@ grows, and drops finished jobs. Models learn from reports only, whatever the eng
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trainmaster.controller.records import JobRecord
@@ -17,7 +18,7 @@ from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec
-from trainmaster.models.book import ModelBook
+from trainmaster.models.book import JobModel, ModelBook
 from trainmaster.models.speed import N_PARAMS, Form, SpeedPredictor
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class Learning:
         self.skip_same_prior = True  # False: check every waiting job at each refresh (the slow reference)
         self.one_fit = True  # False: each waiting job's speed asked of the book at refresh (the slow reference)
         self.lazy = True  # False: build the reporting job's whole model at each report (the slow reference)
+        self.shared = True  # False: build each waiting job's model afresh at refresh (the slow reference)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
@@ -98,17 +100,32 @@ class Learning:
                 # the same fit object (or still none) as at the last refresh gives each the same speed.
                 continue
             fits: dict[Form, SpeedPredictor | None] = {}
+            unreported: dict[Form, tuple[SpeedPredictor | None, str]] = {}  # speed of the form's jobs without reports
+            type_speeds: dict[str | None, Mapping[str, float]] = {}  # theirs (their type's pooled rates alone)
+            made: dict[tuple[object, ...], JobModel] = {}  # `ModelBook.unreported_model`'s models to copy
+            shared = self.shared and self.one_fit
             for jid, other in self._waiting.get(job_type, {}).items():
-                learner = book.learner(jid, other.spec)
+                learner = book.learners.get(jid) or book.learner(jid, other.spec)
                 form = learner.form
                 if form not in fits:
                     fits[form] = book.priors.fitted(job_type, form, N_PARAMS[form])
-                # (its type's fit, looked up once per form, is all that moves a job without reports)
-                now = book.unreported_speed(learner, fits[form]) if self.one_fit else book.speed(learner)
+                if not shared or learner.version:
+                    # (its type's fit, looked up once per form, is all that moves a job without reports)
+                    now = book.unreported_speed(learner, fits[form]) if self.one_fit else book.speed(learner)
+                else:  # (the same for every job of the form without reports: asked once)
+                    got = unreported.get(form)
+                    now = unreported[form] = book.unreported_speed(learner, fits[form]) if got is None else got
                 had = models.get(jid)
                 if had is not None and now == (had.speed, had.basis):
                     continue  # (a prior that cannot predict yet: the same model; without reports nothing else moves)
-                models[jid] = book.model(jid, other.spec, now if self.one_fit else None)
+                if not shared or learner.version:
+                    models[jid] = book.model(jid, other.spec, now if self.one_fit else None)
+                    continue
+                kind = learner.spec.job_type
+                type_speed = type_speeds.get(kind)
+                if type_speed is None:
+                    type_speed = type_speeds[kind] = book.type_speed(learner)
+                models[jid] = book.unreported_model(learner, other.spec, now, type_speed, made)
             self._seen[job_type] = fits
         self._stale.clear()
 

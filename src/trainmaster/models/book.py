@@ -319,9 +319,10 @@ class ModelBook:
             return self.speed(learner)
         return _below_own_min(learner.form, (), fit, 0)
 
-    def model(self, job_id: str, spec: JobSpec,
-              speed_basis: tuple[SpeedPredictor | None, str] | None = None) -> JobModel:
-        """The job's model now; `speed_basis`: what `speed` (or `unreported_speed`) just gave for it."""
+    def model(self, job_id: str, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str] | None = None,
+              type_speed: Mapping[str, float] | None = None) -> JobModel:
+        """The job's model now; `speed_basis`: what `speed` (or `unreported_speed`) just gave for it; `type_speed`:
+        what `type_speed` just gave for it."""
         learner = self.learner(job_id, spec)
         speed, basis = self.speed(learner) if speed_basis is None else speed_basis
         curve = learner.loss_curve()
@@ -339,7 +340,30 @@ class ModelBook:
             goodput = GoodputSpeed(speed, spec.adaptive_batch, phi, ranges)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
-                        type_speed=self.type_speed(learner), goodput=goodput, max_workers=learner.max_workers)
+                        type_speed=self.type_speed(learner) if type_speed is None else type_speed, goodput=goodput,
+                        max_workers=learner.max_workers)
+
+    def unreported_model(self, learner: JobLearner, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str],
+                         type_speed: Mapping[str, float], made: dict[tuple[object, ...], JobModel]) -> JobModel:
+        """`model` of a job without reports, given its speed (`unreported_speed`) and its type's `type_speed`.
+
+        Without reports a model is its form, batch, target and type's prior alone: jobs alike share one
+        built by `model`, kept in `made` (the caller's, for as long as the speed and type speeds hold), and
+        each gets a copy with its own id, without the frozen dataclass's field-by-field init.
+        """
+        if learner.version:
+            raise ValueError(f"unreported_model: job {learner.job_id} has reports; ask `model`")
+        left = remaining_steps(spec.target, Progress(step=0.0))
+        key = (learner.form, learner.batch, left, id(speed_basis[0]), speed_basis[1], id(type_speed))
+        template = made.get(key)
+        if template is None:
+            template = made[key] = self.model(learner.job_id, spec, speed_basis, type_speed)
+            return template
+        out = object.__new__(JobModel)
+        fields = out.__dict__
+        fields.update(template.__dict__)
+        fields["job_id"] = learner.job_id
+        return out
 
     def published(self, job_id: str, spec: JobSpec) -> JobModel:
         """`model` for a job that just reported, its speed and remaining computed on first read where that is exact.
