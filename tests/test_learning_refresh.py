@@ -4,9 +4,11 @@ the same models in every snapshot, and the same plans, as republishing them at o
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
+from trainmaster.controller import learning as learning_module
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation, Placement
@@ -31,10 +33,13 @@ def _seen(model: JobModel) -> Seen:
 
 
 def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True, one_fit: bool = True,
-            shared: bool = True) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
+            shared: bool = True, keep_gpu_type: bool = True, cluster: str = "2x4", lose: str | None = None,
+            ) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
     """Every snapshot's models and every plan of one run, how many models the book built and speeds it gave."""
-    engine = SimEngine(parse_shorthand("2x4"), ps_workload(24, rate_per_hour=40, seed=5),
+    engine = SimEngine(parse_shorthand(cluster), ps_workload(24, rate_per_hour=40, seed=5),
                        SimConfig(report_interval=120, speed_noise=0.02, loss_noise=0.01, seed=2))
+    if lose is not None:
+        engine.revoke(lose, 4000.0)
     policy = make_policy(preset)
     models: list[dict[str, Seen]] = []
     lazy_seen = [0]
@@ -56,6 +61,7 @@ def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True, one_
     learning.lazy = lazy
     learning.one_fit = one_fit
     learning.shared = shared
+    learning.keep_gpu_type = keep_gpu_type
     book, calls = learning.book, [0, 0]
     fitted, speed = book.model, book.speed
 
@@ -166,3 +172,31 @@ def test_unreported_model_copies_read_as_built_ones() -> None:
     assert len(made) == 3  # a and b share one; c (another target) and d (none) have their own
     with pytest.raises(ValueError, match="has reports"):
         book.unreported_model(book.learners["s"], sibling, speed, book.type_speed(book.learners["s"]), made)
+
+
+@pytest.mark.parametrize("preset", ["optimus", "trainmaster"])
+def test_gpu_type_kept_per_allocation(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each report's GPU type asked once per allocation, cluster and spec (`Learning.keep_gpu_type`): on two
+    GPU types with a node lost, every snapshot's models and every plan as when asked at every report."""
+    asked = [0]
+    ask = learning_module.one_gpu_type
+
+    def counted(*args: Any) -> str | None:
+        asked[0] += 1
+        return ask(*args)
+
+    monkeypatch.setattr(learning_module, "one_gpu_type", counted)
+    runs = {}
+    for keep in (True, False):
+        asked[0] = 0
+        runs[keep] = (*_replay(preset, defer=True, keep_gpu_type=keep, cluster="1x4:v100+1x4:k80", lose="n1-0"),
+                      asked[0])
+    fast_models, fast_plans, _, _, fast_asked = runs[True]
+    slow_models, slow_plans, _, _, slow_asked = runs[False]
+    assert fast_asked < slow_asked / 2  # asked once per allocation, not per report
+    assert len(fast_models) == len(slow_models) > 20
+    for fast, slow in zip(fast_models, slow_models, strict=True):
+        assert fast == slow
+    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
+        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+    assert any(len(m[6]) > 1 for snap in fast_models for m in snap.values())  # GPU types were told apart

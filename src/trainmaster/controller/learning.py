@@ -59,14 +59,23 @@ class Learning:
         self.one_fit = True  # False: each waiting job's speed asked of the book at refresh (the slow reference)
         self.lazy = True  # False: build the reporting job's whole model at each report (the slow reference)
         self.shared = True  # False: build each waiting job's model afresh at refresh (the slow reference)
+        self.keep_gpu_type = True  # False: `one_gpu_type` asked at every report (the slow reference)
+        # job -> the allocation, cluster and spec its last report's `one_gpu_type` was asked of, and the answer
+        self._gpu_type: dict[str, tuple[Allocation | None, Cluster, JobSpec, str | None]] = {}
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
         book = self.book
         spec = record.spec
-        key = (spec.job_type or "", book.learner(record.id, spec).form)
+        key = (spec.job_type or "", (book.learners.get(record.id) or book.learner(record.id, spec)).form)
         before = book.priors.version.get(key)
-        gpu_type = one_gpu_type(self.controller.cluster, report.allocation or record.allocation, spec)
+        alloc, cluster = report.allocation or record.allocation, self.controller.cluster
+        held = self._gpu_type.get(record.id)  # (a job reports from one allocation many times: asked once)
+        if held is not None and held[0] is alloc and held[1] is cluster and held[2] is spec and self.keep_gpu_type:
+            gpu_type = held[3]
+        else:
+            gpu_type = one_gpu_type(cluster, alloc, spec)
+            self._gpu_type[record.id] = (alloc, cluster, spec, gpu_type)
         if spec.job_type and spec.job_type in self._stale and gpu_type is not None \
                 and gpu_type not in book.pooled_types(spec.job_type):
             self.refresh()  # (the type's GPU types are about to change: publish what they were)
@@ -142,6 +151,7 @@ class Learning:
         elif what in _ENDED:
             self.controller.models.pop(record.id, None)
             self.book.forget(record.id)
+            self._gpu_type.pop(record.id, None)
             if record.spec.job_type:
                 self._waiting.get(record.spec.job_type, {}).pop(record.id, None)
 

@@ -122,14 +122,17 @@ class JobLearner:
         self._curve_points = 0
         self.version = 0
         self.rates = TypeRates()  # steps/s per configuration and GPU type
-        self._held: tuple[Allocation, tuple[int, int, int]] | None = None  # the last allocation's shape
+        self._held: tuple[Allocation, tuple[int, int, int], Config] | None = None  # the last allocation, its config
 
     def config(self, alloc: Allocation, batch: float) -> Config:
         """`config_of`, with the shape of the last allocation kept (a job reports from one many times)."""
         held = self._held
         if held is None or held[0] is not alloc:
-            held = self._held = (alloc, _shape_of(alloc))
-        return Config(*held[1], batch=batch)
+            shape = _shape_of(alloc)
+            held = self._held = (alloc, shape, Config(*shape, batch=batch))
+        elif held[2].batch != batch:
+            held = self._held = (alloc, held[1], Config(*held[1], batch=batch))
+        return held[2]
 
     def observe(self, report: Report, alloc: Allocation | None) -> bool:
         """Record one report; True when the speed rows changed shape (a new configuration)."""
@@ -201,18 +204,10 @@ class LazyJobModel(JobModel):
 
     def __init__(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None,
                  target: Target, type_speed: Mapping[str, float]) -> None:
-        put = object.__setattr__  # (frozen: fields are set once, here)
-        put(self, "job_id", learner.job_id)
-        put(self, "form", learner.form)
-        put(self, "batch", learner.batch)
-        put(self, "step", learner.step)
-        put(self, "configs", len(own))
-        put(self, "curve", learner.loss_curve())
-        put(self, "type_speed", type_speed)
-        put(self, "goodput", None)
-        put(self, "max_workers", learner.max_workers)
-        put(self, "_inputs", (own, prior, target, learner.epoch))
-        put(self, "_got", None)
+        self.__dict__.update(  # (frozen: fields are set once, here, in one call: one per report)
+            job_id=learner.job_id, form=learner.form, batch=learner.batch, step=learner.step, configs=len(own),
+            curve=learner.loss_curve(), type_speed=type_speed, goodput=None, max_workers=learner.max_workers,
+            _inputs=(own, prior, target, learner.epoch), _got=None)
 
     def _speed_basis(self) -> tuple[SpeedPredictor | None, str]:
         got: tuple[SpeedPredictor | None, str] | None = self.__dict__["_got"]
