@@ -3,15 +3,21 @@ the same models in every snapshot, and the same plans, as republishing them at o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
+from trainmaster.controller import learning as learning_module
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
+from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import JobSpec
+from trainmaster.core.events import Report
+from trainmaster.core.job import JobSpec, Role, Target, simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.models.book import JobLearner, JobModel, LazyJobModel
-from trainmaster.models.speed import SpeedPredictor
+from trainmaster.models.book import JobLearner, JobModel, LazyJobModel, ModelBook
+from trainmaster.models.speed import N_PARAMS, SpeedPredictor
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.workloads.ps_truth import ps_workload
@@ -27,10 +33,13 @@ def _seen(model: JobModel) -> Seen:
 
 
 def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True, one_fit: bool = True,
+            shared: bool = True, keep_gpu_type: bool = True, cluster: str = "2x4", lose: str | None = None,
             ) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
     """Every snapshot's models and every plan of one run, how many models the book built and speeds it gave."""
-    engine = SimEngine(parse_shorthand("2x4"), ps_workload(24, rate_per_hour=40, seed=5),
+    engine = SimEngine(parse_shorthand(cluster), ps_workload(24, rate_per_hour=40, seed=5),
                        SimConfig(report_interval=120, speed_noise=0.02, loss_noise=0.01, seed=2))
+    if lose is not None:
+        engine.revoke(lose, 4000.0)
     policy = make_policy(preset)
     models: list[dict[str, Seen]] = []
     lazy_seen = [0]
@@ -51,13 +60,15 @@ def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True, one_
     learning.skip_same_prior = skip
     learning.lazy = lazy
     learning.one_fit = one_fit
+    learning.shared = shared
+    learning.keep_gpu_type = keep_gpu_type
     book, calls = learning.book, [0, 0]
     fitted, speed = book.model, book.speed
 
     def counted(job_id: str, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str] | None = None,
-                ) -> JobModel:
+                type_speed: Mapping[str, float] | None = None) -> JobModel:
         calls[0] += 1
-        return fitted(job_id, spec, speed_basis)
+        return fitted(job_id, spec, speed_basis, type_speed)
 
     def counted_speed(learner: JobLearner) -> tuple[SpeedPredictor | None, str]:
         calls[1] += 1
@@ -114,7 +125,8 @@ def test_lazy_models_read_as_the_eager_ones(preset: str) -> None:
 
 def test_refresh_reads_each_types_fit_once() -> None:
     """Waiting jobs' speeds from their type's fit, looked up once per refresh: the same models and plans."""
-    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, one_fit=True)
+    # (each waiting job's model built by the book, `shared=False`: the builds count the jobs republished)
+    fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, one_fit=True, shared=False)
     slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, one_fit=False)
     assert fast_fits == slow_fits and fast_speeds < slow_speeds  # the same republishing, fewer speeds asked
     assert len(fast_models) == len(slow_models) > 20
@@ -122,3 +134,69 @@ def test_refresh_reads_each_types_fit_once() -> None:
         assert fast == slow
     for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
         assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+
+
+@pytest.mark.parametrize("preset", ["optimus", "trainmaster"])
+def test_waiting_jobs_models_copied_from_one_per_kind(preset: str) -> None:
+    """Waiting jobs without reports get copies of one model per form, batch and target (`Learning.shared`):
+    every snapshot's models and every plan as when each is built afresh, and fewer built."""
+    fast_models, fast_plans, fast_fits, _ = _replay(preset, defer=True, shared=True)
+    slow_models, slow_plans, slow_fits, _ = _replay(preset, defer=True, shared=False)
+    assert fast_fits <= slow_fits and (fast_fits < slow_fits or preset != "optimus")  # copies were handed out
+    assert len(fast_models) == len(slow_models) > 20
+    for fast, slow in zip(fast_models, slow_models, strict=True):
+        assert fast == slow
+    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
+        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+    assert any(m[0] == "type prior" and m[2] is not None for snap in fast_models for m in snap.values())
+
+
+def test_unreported_model_copies_read_as_built_ones() -> None:
+    """A copy carries its own id and every field of the model the book builds for that job; reported jobs refused."""
+    book = ModelBook()
+    sibling = simple_job("s", 2, min_gpus=1, max_gpus=8, job_type="t", labels=(("batch_size", "64"),))
+    for i, (w, rate) in enumerate(((1, 10.0), (2, 18.0), (3, 25.0), (4, 30.0), (5, 34.0), (6, 37.0), (8, 40.0))):
+        alloc = Allocation.of(Placement(Role.WORKER, f"n{k}") for k in range(w))
+        book.observe("s", sibling, Report(time=float(i), job_id="s", step=10 * i, steps_per_s=rate, allocation=alloc))
+    made: dict[tuple[object, ...], JobModel] = {}
+    kinds = [("a", 1000), ("b", 1000), ("c", 500), ("d", None)]
+    for name, steps in kinds:
+        spec = simple_job(name, 2, min_gpus=1, max_gpus=8, job_type="t", labels=(("batch_size", "64"),),
+                          target=Target(steps=steps))
+        learner = book.learner(name, spec)
+        speed = book.unreported_speed(learner, book.priors.fitted("t", learner.form, N_PARAMS[learner.form]))
+        assert speed[1] == "type prior"
+        copy = book.unreported_model(learner, spec, speed, book.type_speed(learner), made)
+        built = book.model(name, spec)
+        assert copy == built and copy.job_id == name
+    assert len(made) == 3  # a and b share one; c (another target) and d (none) have their own
+    with pytest.raises(ValueError, match="has reports"):
+        book.unreported_model(book.learners["s"], sibling, speed, book.type_speed(book.learners["s"]), made)
+
+
+@pytest.mark.parametrize("preset", ["optimus", "trainmaster"])
+def test_gpu_type_kept_per_allocation(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each report's GPU type asked once per allocation, cluster and spec (`Learning.keep_gpu_type`): on two
+    GPU types with a node lost, every snapshot's models and every plan as when asked at every report."""
+    asked = [0]
+    ask = learning_module.one_gpu_type
+
+    def counted(*args: Any) -> str | None:
+        asked[0] += 1
+        return ask(*args)
+
+    monkeypatch.setattr(learning_module, "one_gpu_type", counted)
+    runs = {}
+    for keep in (True, False):
+        asked[0] = 0
+        runs[keep] = (*_replay(preset, defer=True, keep_gpu_type=keep, cluster="1x4:v100+1x4:k80", lose="n1-0"),
+                      asked[0])
+    fast_models, fast_plans, _, _, fast_asked = runs[True]
+    slow_models, slow_plans, _, _, slow_asked = runs[False]
+    assert fast_asked < slow_asked / 2  # asked once per allocation, not per report
+    assert len(fast_models) == len(slow_models) > 20
+    for fast, slow in zip(fast_models, slow_models, strict=True):
+        assert fast == slow
+    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
+        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+    assert any(len(m[6]) > 1 for snap in fast_models for m in snap.values())  # GPU types were told apart

@@ -10,6 +10,7 @@ grows, and drops finished jobs. Models learn from reports only, whatever the eng
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trainmaster.controller.records import JobRecord
@@ -17,7 +18,7 @@ from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec
-from trainmaster.models.book import ModelBook
+from trainmaster.models.book import JobModel, ModelBook
 from trainmaster.models.speed import N_PARAMS, Form, SpeedPredictor
 
 if TYPE_CHECKING:
@@ -57,14 +58,24 @@ class Learning:
         self.skip_same_prior = True  # False: check every waiting job at each refresh (the slow reference)
         self.one_fit = True  # False: each waiting job's speed asked of the book at refresh (the slow reference)
         self.lazy = True  # False: build the reporting job's whole model at each report (the slow reference)
+        self.shared = True  # False: build each waiting job's model afresh at refresh (the slow reference)
+        self.keep_gpu_type = True  # False: `one_gpu_type` asked at every report (the slow reference)
+        # job -> the allocation, cluster and spec its last report's `one_gpu_type` was asked of, and the answer
+        self._gpu_type: dict[str, tuple[Allocation | None, Cluster, JobSpec, str | None]] = {}
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
         book = self.book
         spec = record.spec
-        key = (spec.job_type or "", book.learner(record.id, spec).form)
+        key = (spec.job_type or "", (book.learners.get(record.id) or book.learner(record.id, spec)).form)
         before = book.priors.version.get(key)
-        gpu_type = one_gpu_type(self.controller.cluster, report.allocation or record.allocation, spec)
+        alloc, cluster = report.allocation or record.allocation, self.controller.cluster
+        held = self._gpu_type.get(record.id)  # (a job reports from one allocation many times: asked once)
+        if held is not None and held[0] is alloc and held[1] is cluster and held[2] is spec and self.keep_gpu_type:
+            gpu_type = held[3]
+        else:
+            gpu_type = one_gpu_type(cluster, alloc, spec)
+            self._gpu_type[record.id] = (alloc, cluster, spec, gpu_type)
         if spec.job_type and spec.job_type in self._stale and gpu_type is not None \
                 and gpu_type not in book.pooled_types(spec.job_type):
             self.refresh()  # (the type's GPU types are about to change: publish what they were)
@@ -98,17 +109,32 @@ class Learning:
                 # the same fit object (or still none) as at the last refresh gives each the same speed.
                 continue
             fits: dict[Form, SpeedPredictor | None] = {}
+            unreported: dict[Form, tuple[SpeedPredictor | None, str]] = {}  # speed of the form's jobs without reports
+            type_speeds: dict[str | None, Mapping[str, float]] = {}  # theirs (their type's pooled rates alone)
+            made: dict[tuple[object, ...], JobModel] = {}  # `ModelBook.unreported_model`'s models to copy
+            shared = self.shared and self.one_fit
             for jid, other in self._waiting.get(job_type, {}).items():
-                learner = book.learner(jid, other.spec)
+                learner = book.learners.get(jid) or book.learner(jid, other.spec)
                 form = learner.form
                 if form not in fits:
                     fits[form] = book.priors.fitted(job_type, form, N_PARAMS[form])
-                # (its type's fit, looked up once per form, is all that moves a job without reports)
-                now = book.unreported_speed(learner, fits[form]) if self.one_fit else book.speed(learner)
+                if not shared or learner.version:
+                    # (its type's fit, looked up once per form, is all that moves a job without reports)
+                    now = book.unreported_speed(learner, fits[form]) if self.one_fit else book.speed(learner)
+                else:  # (the same for every job of the form without reports: asked once)
+                    got = unreported.get(form)
+                    now = unreported[form] = book.unreported_speed(learner, fits[form]) if got is None else got
                 had = models.get(jid)
                 if had is not None and now == (had.speed, had.basis):
                     continue  # (a prior that cannot predict yet: the same model; without reports nothing else moves)
-                models[jid] = book.model(jid, other.spec, now if self.one_fit else None)
+                if not shared or learner.version:
+                    models[jid] = book.model(jid, other.spec, now if self.one_fit else None)
+                    continue
+                kind = learner.spec.job_type
+                type_speed = type_speeds.get(kind)
+                if type_speed is None:
+                    type_speed = type_speeds[kind] = book.type_speed(learner)
+                models[jid] = book.unreported_model(learner, other.spec, now, type_speed, made)
             self._seen[job_type] = fits
         self._stale.clear()
 
@@ -125,6 +151,7 @@ class Learning:
         elif what in _ENDED:
             self.controller.models.pop(record.id, None)
             self.book.forget(record.id)
+            self._gpu_type.pop(record.id, None)
             if record.spec.job_type:
                 self._waiting.get(record.spec.job_type, {}).pop(record.id, None)
 

@@ -122,14 +122,17 @@ class JobLearner:
         self._curve_points = 0
         self.version = 0
         self.rates = TypeRates()  # steps/s per configuration and GPU type
-        self._held: tuple[Allocation, tuple[int, int, int]] | None = None  # the last allocation's shape
+        self._held: tuple[Allocation, tuple[int, int, int], Config] | None = None  # the last allocation, its config
 
     def config(self, alloc: Allocation, batch: float) -> Config:
         """`config_of`, with the shape of the last allocation kept (a job reports from one many times)."""
         held = self._held
         if held is None or held[0] is not alloc:
-            held = self._held = (alloc, _shape_of(alloc))
-        return Config(*held[1], batch=batch)
+            shape = _shape_of(alloc)
+            held = self._held = (alloc, shape, Config(*shape, batch=batch))
+        elif held[2].batch != batch:
+            held = self._held = (alloc, held[1], Config(*held[1], batch=batch))
+        return held[2]
 
     def observe(self, report: Report, alloc: Allocation | None) -> bool:
         """Record one report; True when the speed rows changed shape (a new configuration)."""
@@ -201,18 +204,10 @@ class LazyJobModel(JobModel):
 
     def __init__(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None,
                  target: Target, type_speed: Mapping[str, float]) -> None:
-        put = object.__setattr__  # (frozen: fields are set once, here)
-        put(self, "job_id", learner.job_id)
-        put(self, "form", learner.form)
-        put(self, "batch", learner.batch)
-        put(self, "step", learner.step)
-        put(self, "configs", len(own))
-        put(self, "curve", learner.loss_curve())
-        put(self, "type_speed", type_speed)
-        put(self, "goodput", None)
-        put(self, "max_workers", learner.max_workers)
-        put(self, "_inputs", (own, prior, target, learner.epoch))
-        put(self, "_got", None)
+        self.__dict__.update(  # (frozen: fields are set once, here, in one call: one per report)
+            job_id=learner.job_id, form=learner.form, batch=learner.batch, step=learner.step, configs=len(own),
+            curve=learner.loss_curve(), type_speed=type_speed, goodput=None, max_workers=learner.max_workers,
+            _inputs=(own, prior, target, learner.epoch), _got=None)
 
     def _speed_basis(self) -> tuple[SpeedPredictor | None, str]:
         got: tuple[SpeedPredictor | None, str] | None = self.__dict__["_got"]
@@ -326,9 +321,10 @@ class ModelBook:
             return self.speed(learner)
         return _below_own_min(learner.form, (), fit, 0)
 
-    def model(self, job_id: str, spec: JobSpec,
-              speed_basis: tuple[SpeedPredictor | None, str] | None = None) -> JobModel:
-        """The job's model now; `speed_basis`: what `speed` (or `unreported_speed`) just gave for it."""
+    def model(self, job_id: str, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str] | None = None,
+              type_speed: Mapping[str, float] | None = None) -> JobModel:
+        """The job's model now; `speed_basis`: what `speed` (or `unreported_speed`) just gave for it; `type_speed`:
+        what `type_speed` just gave for it."""
         learner = self.learner(job_id, spec)
         speed, basis = self.speed(learner) if speed_basis is None else speed_basis
         curve = learner.loss_curve()
@@ -347,7 +343,30 @@ class ModelBook:
             goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
-                        type_speed=self.type_speed(learner), goodput=goodput, max_workers=learner.max_workers)
+                        type_speed=self.type_speed(learner) if type_speed is None else type_speed, goodput=goodput,
+                        max_workers=learner.max_workers)
+
+    def unreported_model(self, learner: JobLearner, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str],
+                         type_speed: Mapping[str, float], made: dict[tuple[object, ...], JobModel]) -> JobModel:
+        """`model` of a job without reports, given its speed (`unreported_speed`) and its type's `type_speed`.
+
+        Without reports a model is its form, batch, target and type's prior alone: jobs alike share one
+        built by `model`, kept in `made` (the caller's, for as long as the speed and type speeds hold), and
+        each gets a copy with its own id, without the frozen dataclass's field-by-field init.
+        """
+        if learner.version:
+            raise ValueError(f"unreported_model: job {learner.job_id} has reports; ask `model`")
+        left = remaining_steps(spec.target, Progress(step=0.0))
+        key = (learner.form, learner.batch, left, id(speed_basis[0]), speed_basis[1], id(type_speed))
+        template = made.get(key)
+        if template is None:
+            template = made[key] = self.model(learner.job_id, spec, speed_basis, type_speed)
+            return template
+        out = object.__new__(JobModel)
+        fields = out.__dict__
+        fields.update(template.__dict__)
+        fields["job_id"] = learner.job_id
+        return out
 
     def published(self, job_id: str, spec: JobSpec) -> JobModel:
         """`model` for a job that just reported, its speed and remaining computed on first read where that is exact.

@@ -131,6 +131,11 @@ def _jumps(st: _Job, free: list[int], *, far: bool = False) -> list[_Step]:
     return out
 
 
+# Per job (specs never change): its spec and the cluster total it was worked out for, its minimum, its kinds
+# of increment, the minimum's (cpu, memory, gpu) and its size at the minimum per role.
+_Shape = tuple[JobSpec, Resources, Resources, tuple[_Step, ...], tuple[int, int, int], dict[Role, int]]
+
+
 @dataclass
 class _Job:
     """Greedy state of one job: its size, its model, and a memo of predicted remaining times."""
@@ -179,7 +184,7 @@ class Optimus:
         self.objective = objective
         self.goodput = goodput
         self._seq = itertools.count()
-        self._shapes: dict[str, tuple[JobSpec, Resources, Resources, tuple[_Step, ...]]] = {}
+        self._shapes: dict[str, _Shape] = {}
         self.restart_penalty = restart_penalty
         self.interval = interval
         self.cycle = Cycle(name=self.name, order=by_submit_time, size=self.size, place=self.place,
@@ -196,24 +201,32 @@ class Optimus:
         state: dict[str, _Job] = {}
         sizes: Sizes = {}
         waits, models = ws.waits, snap.models
-        misfits: dict[Resources, Wait] = {}  # one shared wait per minimum that did not fit (rendered once)
+        misfits: dict[tuple[int, int, int], Wait] = {}  # one shared wait per minimum that did not fit (rendered once)
+        shapes = self._shapes
         for job in jobs:  # 1. minimums in arrival order
-            need, steps = self._shape(job, total)
-            if not _fits(need, free):
-                wait = misfits.get(need)
+            jid = job.id
+            shape = shapes.get(jid)
+            if shape is None or shape[0] is not job.spec or (shape[1] is not total and shape[1] != total):
+                shape = self._shape(job, total)
+            cpu, memory, gpus = key = shape[4]  # (the minimum's integers: hashed and compared in C)
+            if cpu > free[0] or memory > free[1] or gpus > free[2]:
+                wait = misfits.get(key)
                 if wait is None:
-                    wait = misfits[need] = Wait(WaitKind.GANG,
-                                                f"optimus: minimum {need} does not fit ({ws.total_free} free)")
-                waits[job.id] = wait  # (`Workspace.block` with a shared `Wait`)
+                    wait = misfits[key] = Wait(WaitKind.GANG,
+                                               f"optimus: minimum {shape[2]} does not fit ({ws.total_free} free)")
+                waits[jid] = wait  # (`Workspace.block` with a shared `Wait`)
                 continue
-            _take(need, free)
-            model = models.get(job.id)
+            free[0] -= cpu
+            free[1] -= memory
+            free[2] -= gpus
+            model = models.get(jid)
+            # (`remaining` first: a lazy model computes its speed only when read, and without a target it is moot)
+            if model is None or model.remaining is None or model.speed is None:  # it cannot predict: minimum
+                sizes[jid] = dict(shape[5])
+                continue
             worker = job.spec.roles[Role.WORKER]
             ps_spec = job.spec.roles.get(Role.PS)
-            if model is None or model.speed is None or model.remaining is None:  # it cannot predict: minimum
-                sizes[job.id] = {Role.WORKER: worker.min, Role.PS: ps_spec.min} if ps_spec \
-                    else {Role.WORKER: worker.min}
-                continue
+            steps = shape[3]
             per_node = max(1, node_gpus // worker.resources.gpu) if worker.resources.gpu else 1 << 30
             current = (job.count(Role.WORKER), job.count(Role.PS)) if job.active and job.allocation else None
             max_w = worker.max
@@ -238,11 +251,8 @@ class Optimus:
                     + f", predicted {left:,.0f}s left ({model.basis})")
         return sizes
 
-    def _shape(self, job: JobView, total: Resources) -> tuple[Resources, tuple[_Step, ...]]:
+    def _shape(self, job: JobView, total: Resources) -> _Shape:
         """A job's minimum and its kinds of increment, cached per job (specs never change)."""
-        cached = self._shapes.get(job.id)
-        if cached is not None and cached[0] is job.spec and (cached[1] is total or cached[1] == total):
-            return cached[2], cached[3]
         worker = job.spec.roles[Role.WORKER]
         ps_spec = job.spec.roles.get(Role.PS)
         steps = []
@@ -251,8 +261,11 @@ class Optimus:
             steps.append(_Step(dw, dp, need, need.dominant_share(total) or 1.0))
         if len(self._shapes) > 4 * 10**5:
             self._shapes.clear()
-        self._shapes[job.id] = (job.spec, total, job.spec.min_resources, tuple(steps))
-        return job.spec.min_resources, tuple(steps)
+        least = job.spec.min_resources
+        minimum = {Role.WORKER: worker.min, Role.PS: ps_spec.min} if ps_spec else {Role.WORKER: worker.min}
+        shape = self._shapes[job.id] = (job.spec, total, least, tuple(steps), (least.cpu, least.memory, least.gpu),
+                                        minimum)
+        return shape
 
     def _grow(self, state: dict[str, _Job], free: list[int], *, far: bool) -> None:
         """The greedy: pop the best increment, take it if it fits, push the job's next (`far`: see `_jumps`)."""
