@@ -151,3 +151,13 @@ def test_the_openapi_document_declares_the_bounds(client: TestClient) -> None:
     priority = doc["components"]["schemas"]["_Metadata"]["properties"]["priority"]
     assert (priority["minimum"], priority["maximum"]) == (-1_000_000, 1_000_000)
     assert Path(__file__).name  # the document is what schemathesis fuzzes above
+
+
+def test_router_refusals_carry_the_error_shape(client: TestClient) -> None:
+    """No route (an empty job id leaves `/v1/jobs//why`) and a wrong method: the API's shape, naming the path."""
+    for response, status in ((client.get("/v1/jobs//why"), 404), (client.get("/v1/nope"), 404),
+                             (client.delete("/v1/health"), 405)):
+        assert response.status_code == status
+        body = response.json()
+        assert body["field"] == "path" and "/docs" in body["error"], body
+    assert "/v1/jobs//why" in client.get("/v1/jobs//why").json()["error"]

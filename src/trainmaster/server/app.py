@@ -20,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trainmaster.controller.loop import Controller
 from trainmaster.core.errors import SpecError, TrainmasterError, shown
@@ -126,6 +127,14 @@ def create_app(daemon: Daemon, *, token: str | None = None,
     @app.exception_handler(TrainmasterError)
     async def tm_error(request: Request, exc: TrainmasterError) -> JSONResponse:
         return _error(422, str(exc), "body")  # raised while taking a submitted document
+
+    @app.exception_handler(StarletteHTTPException)
+    async def no_route(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """The router's own refusals (no such path, e.g. an empty job id in `/v1/jobs//why`; a wrong method)
+        in the API's error shape, naming the path."""
+        what = {404: "no such path", 405: f"{request.method} is not allowed on"}.get(exc.status_code, str(exc.detail))
+        return _error(exc.status_code, f"{what} {shown(request.url.path)}", "path",
+                      "the API's paths and methods are listed at /docs")
 
     @app.exception_handler(RequestValidationError)
     async def bad_params(request: Request, exc: RequestValidationError) -> JSONResponse:
