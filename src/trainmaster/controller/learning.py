@@ -67,7 +67,7 @@ class Learning:
         """Report sink: learn from one report and republish the job's model."""
         book = self.book
         spec = record.spec
-        key = (spec.job_type or "", (book.learners.get(record.id) or book.learner(record.id, spec)).form)
+        key = (spec.job_type or "", book.learner(record.id, spec).form)
         before = book.priors.version.get(key)
         alloc, cluster = report.allocation or record.allocation, self.controller.cluster
         held = self._gpu_type.get(record.id)  # (a job reports from one allocation many times: asked once)
@@ -114,7 +114,7 @@ class Learning:
             made: dict[tuple[object, ...], JobModel] = {}  # `ModelBook.unreported_model`'s models to copy
             shared = self.shared and self.one_fit
             for jid, other in self._waiting.get(job_type, {}).items():
-                learner = book.learners.get(jid) or book.learner(jid, other.spec)
+                learner = book.learner(jid, other.spec)
                 form = learner.form
                 if form not in fits:
                     fits[form] = book.priors.fitted(job_type, form, N_PARAMS[form])

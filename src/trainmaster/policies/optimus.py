@@ -41,6 +41,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import JobSpec, Role
@@ -131,9 +132,15 @@ def _jumps(st: _Job, free: list[int], *, far: bool = False) -> list[_Step]:
     return out
 
 
-# Per job (specs never change): its spec and the cluster total it was worked out for, its minimum, its kinds
-# of increment, the minimum's (cpu, memory, gpu) and its size at the minimum per role.
-_Shape = tuple[JobSpec, Resources, Resources, tuple[_Step, ...], tuple[int, int, int], dict[Role, int]]
+class _Shape(NamedTuple):
+    """What `Optimus.size` needs of a job at every decision, worked out once (specs never change)."""
+
+    spec: JobSpec  # the spec and cluster total it was worked out for (a new one: worked out again)
+    total: Resources
+    least: Resources  # its minimum
+    steps: tuple[_Step, ...]  # its kinds of increment
+    key: tuple[int, int, int]  # the minimum's (cpu, memory, gpu): compared and hashed in C
+    minimum: dict[Role, int]  # its size at the minimum, per role
 
 
 @dataclass
@@ -206,14 +213,14 @@ class Optimus:
         for job in jobs:  # 1. minimums in arrival order
             jid = job.id
             shape = shapes.get(jid)
-            if shape is None or shape[0] is not job.spec or (shape[1] is not total and shape[1] != total):
+            if shape is None or shape.spec is not job.spec or (shape.total is not total and shape.total != total):
                 shape = self._shape(job, total)
-            cpu, memory, gpus = key = shape[4]  # (the minimum's integers: hashed and compared in C)
+            cpu, memory, gpus = key = shape.key
             if cpu > free[0] or memory > free[1] or gpus > free[2]:
                 wait = misfits.get(key)
                 if wait is None:
                     wait = misfits[key] = Wait(WaitKind.GANG,
-                                               f"optimus: minimum {shape[2]} does not fit ({ws.total_free} free)")
+                                               f"optimus: minimum {shape.least} does not fit ({ws.total_free} free)")
                 waits[jid] = wait  # (`Workspace.block` with a shared `Wait`)
                 continue
             free[0] -= cpu
@@ -222,11 +229,11 @@ class Optimus:
             model = models.get(jid)
             # (`remaining` first: a lazy model computes its speed only when read, and without a target it is moot)
             if model is None or model.remaining is None or model.speed is None:  # it cannot predict: minimum
-                sizes[jid] = dict(shape[5])
+                sizes[jid] = dict(shape.minimum)
                 continue
             worker = job.spec.roles[Role.WORKER]
             ps_spec = job.spec.roles.get(Role.PS)
-            steps = shape[3]
+            steps = shape.steps
             per_node = max(1, node_gpus // worker.resources.gpu) if worker.resources.gpu else 1 << 30
             current = (job.count(Role.WORKER), job.count(Role.PS)) if job.active and job.allocation else None
             max_w = worker.max
@@ -252,7 +259,7 @@ class Optimus:
         return sizes
 
     def _shape(self, job: JobView, total: Resources) -> _Shape:
-        """A job's minimum and its kinds of increment, cached per job (specs never change)."""
+        """Work out and keep a job's `_Shape` (`size` reads the kept one while its spec and the total hold)."""
         worker = job.spec.roles[Role.WORKER]
         ps_spec = job.spec.roles.get(Role.PS)
         steps = []
@@ -262,9 +269,9 @@ class Optimus:
         if len(self._shapes) > 4 * 10**5:
             self._shapes.clear()
         least = job.spec.min_resources
-        minimum = {Role.WORKER: worker.min, Role.PS: ps_spec.min} if ps_spec else {Role.WORKER: worker.min}
-        shape = self._shapes[job.id] = (job.spec, total, least, tuple(steps), (least.cpu, least.memory, least.gpu),
-                                        minimum)
+        at_min = {Role.WORKER: worker.min, Role.PS: ps_spec.min} if ps_spec else {Role.WORKER: worker.min}
+        shape = self._shapes[job.id] = _Shape(job.spec, total, least, tuple(steps),
+                                              (least.cpu, least.memory, least.gpu), at_min)
         return shape
 
     def _grow(self, state: dict[str, _Job], free: list[int], *, far: bool) -> None:
