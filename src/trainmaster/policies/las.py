@@ -121,6 +121,14 @@ class SameClassLowerRank(VictimRule):
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return sorted(blocked, key=self._rank)
 
+    def exhausted(self, claimant: JobView) -> bool:
+        """Claimants come in rank order and holders only leave: once every class's last holder is ranked
+        ahead of this claimant, nobody has anybody to evict."""
+        if claimant.spec.kind is not JobKind.TRAINING:
+            return False  # (its rank says nothing of the training claimants after it)
+        mine = self._rank(claimant)
+        return all(not ranks or ranks[-1] <= mine for ranks in self.ranks.values())
+
     def room(self, claimant: JobView) -> Resources | None:
         found = self._class(claimant)
         if found is None or found[1] >= len(self.ids[found[0]]):  # (`settled` keeps the last id a holder)

@@ -47,6 +47,7 @@ MIN_RUNTIME = 600.0
 _ID = attrgetter("id")
 _SPEC = attrgetter("spec")
 _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
+_KIND_PRIORITY = attrgetter("spec.kind", "spec.priority")
 SERVICE, PRIORITY, RECLAIM, RANK = "service", "priority", "reclaim", "rank"  # how a victim may be evicted
 
 
@@ -179,9 +180,19 @@ class VictimRule(ABC):
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
 
+    def idle(self, claimants: list[JobView]) -> bool:
+        """True when no claimant can be served: none is tried as is (`try_first` off), nobody may be evicted
+        for any of them and `settled` changes nothing for them; the pass then leaves them all blocked at once."""
+        return False
+
     def room(self, claimant: JobView) -> Resources | None:
         """At most what evicting every candidate frees (None: unknown); checked before any eviction."""
         return None
+
+    def exhausted(self, claimant: JobView) -> bool:
+        """True when `room` is zero for this claimant and every later one (it only shrinks along the order)
+        and `settled` for one not placed changes nothing a later claimant's room or candidates read."""
+        return False
 
     @abstractmethod
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
@@ -223,6 +234,10 @@ class LowerRank(VictimRule):
             return blocked
         return sorted(blocked, key=lambda j: self._rank(j.id))
 
+    def exhausted(self, claimant: JobView) -> bool:
+        below = self.room(claimant)  # held by holders ranked after it: only shrinks along the claimants
+        return below is not None and below.is_zero()
+
     def room(self, claimant: JobView) -> Resources | None:
         mine = self._rank(claimant.id)
         cursor, end, holders, rank, last = self.cursor, self.end, self.holders, self.ws.rank, self.last
@@ -259,6 +274,14 @@ class QueueRules(VictimRule):
     def __init__(self, ws: Workspace, min_runtime: float, indexed: bool) -> None:
         self.ws, self.min_runtime = ws, min_runtime
         self.holders = _Holders(ws.snap, ws, indexed)
+
+    def idle(self, claimants: list[JobView]) -> bool:
+        """Without queue definitions nobody may reclaim, and whom a claimant may evict follows its kind and
+        priority alone (`_Holders.any`): one test per distinct (kind, priority) among the claimants."""
+        if self.ws.snap.queues:  # (reclaim follows each claimant's queue and quota: tested per claimant)
+            return False
+        one_each = dict(zip(map(_KIND_PRIORITY, claimants), claimants, strict=True))
+        return not any(self.holders.any(claimant, False) for claimant in one_each.values())
 
     def room(self, claimant: JobView) -> Resources | None:
         """Nothing when no holder may be evicted for the claimant (it then cannot start); else unknown."""
@@ -317,6 +340,8 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
         rule.settled(claimant, [], False)
         return None
     if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
+        if key is not None:  # (so it does not fit as is either)
+            misfits[key] = ws.total_free
         return None
     # A placement as is changes nothing when it fails (`find`, then `assign`): the trial opens after it
     # (`try_place` under quotas may: then before). Kept as is, it is recorded where the trial would put it.
@@ -365,7 +390,11 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
              and not (rule.quota_aware and ws.snap.queues))  # (quotas: more than the gang)
     mixed = keyed and ws.memo.traits.mixed
     gangs, wants, allocations, rejected = ws.gangs, ws.want, ws.allocations, ws.rejected
-    for claimant in rule.claimants(blocked):
+    claimants = rule.claimants(blocked)
+    if rule.shortcuts and rule.idle(claimants):
+        return list(claimants)
+    done = False  # `rule.exhausted`: nobody has anybody to evict from here on; a claimant starts as is or not
+    for claimant in claimants:
         key = None
         if keyed and not claimant.allocation.tasks:
             jid = claimant.id
@@ -376,10 +405,17 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                 if key is not None and key in lost:
                     still.append(claimant)
                     continue
+                if done and key is not None and misfits.get(key) is ws.total_free:  # (`_evict_for`'s shortcut)
+                    if rule.monotone:
+                        lost.add(key)
+                    still.append(claimant)
+                    continue
         evicted = _evict_for(rule, ws, claimant, key, misfits)
         if evicted is None:
             if key is not None and rule.monotone:
                 lost.add(key)
+            if rule.shortcuts and not done:
+                done = rule.exhausted(claimant)
             still.append(claimant)
             continue
         if evicted:
