@@ -56,7 +56,9 @@ def test_queue_aware_presets_plan_alike(preset: str, monkeypatch: pytest.MonkeyP
     workload = load_workload("synthetic:300:60", max_factor=1.0, seed=3, oracle=True)
     fast, fast_built = replay(workload, preset, True, monkeypatch)
     slow, slow_built = replay(workload, preset, False, monkeypatch)
-    assert fast_built < slow_built / 10  # the kept usage served (a fresh base only per cluster)
+    # Without queue definitions nothing reads a book (no quota, no share; queue names from
+    # `Workspace.queue_of`): none is built either way (the kept usage serves in the test below).
+    assert fast_built == slow_built == 0
     assert preset != "trainmaster" or any("preempted" in text for p in fast for text in p.reasons.values())
     assert_same(fast, slow)
 

@@ -38,11 +38,11 @@ def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
     return list(groups.values())
 
 
-def fair_order(book: QueueBook, pending: list[JobView]) -> Iterator[JobView]:
+def fair_order(book: QueueBook | None, pending: list[JobView]) -> Iterator[JobView]:
     """The pending jobs in fair-share order: each next job from the queue whose `fair_key` is lowest as the
     book stands when it is asked for (the caller places the previous job first). Without queue definitions
-    every job is in the implicit queue: the given order."""
-    if not book.queues:
+    (no book: None) every job is in the implicit queue: the given order."""
+    if book is None or not book.queues:
         yield from pending
         return
     groups = [deque(g) for g in fair_sequence(book, pending)]
@@ -60,7 +60,7 @@ def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
               ws: Workspace) -> list[JobView]:
-        book = ws.book
+        book = ws.book if ws.snap.queues else None  # (without queue definitions: no quota, no share to read)
         blocked: list[JobView] = []
         allocations = ws.allocations
         # Running jobs first: keep, or shrink to what phase 3 asked (growth waits for pending jobs).
@@ -87,12 +87,12 @@ def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
         order = fair_order(book, pending)
         for job in order:
             want = sizes[job.id]
-            never = book.never_within_quota(job) if book.queues else None
+            never = book.never_within_quota(job) if book is not None else None
             if never:
                 ws.rejected[job.id] = never
                 continue
             if head is not None:
-                if shortcuts and not book.queues:  # nobody is rejected for quota: the rest wait behind the head
+                if shortcuts and book is None:  # nobody is rejected for quota: the rest wait behind the head
                     rest = [job, *order]
                     ws.block_all_behind(map(_ID, rest), head.id)  # (one C-level update)
                     blocked.extend(rest)

@@ -89,12 +89,12 @@ class SameClassLowerRank(VictimRule):
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self.last = len(ws.rank)
-        snap, book = ws.snap, ws.book
+        snap = ws.snap
         holders: dict[tuple[str, int], list[tuple[int, str]]] = {}
         for jid, alloc in ws.allocations.items():
             job = snap.jobs.get(jid)
             if alloc and job is not None and job.spec.kind is JobKind.TRAINING:
-                holders.setdefault((book.queue_of(job), job.spec.priority), []).append((self._rank(job), jid))
+                holders.setdefault((ws.queue_of(job), job.spec.priority), []).append((self._rank(job), jid))
         self.ids: dict[tuple[str, int], list[str]] = {}
         self.ranks: dict[tuple[str, int], list[int]] = {}
         self.suffix: dict[tuple[str, int], list[Resources]] = {}
@@ -106,17 +106,26 @@ class SameClassLowerRank(VictimRule):
             for _, jid in reversed(entries):
                 sums.append(sums[-1] + ws.allocations[jid].resources(snap.jobs[jid].spec))
             self.suffix[key] = sums[::-1]  # suffix[i]: held by entries[i:]
+        self._last: tuple[JobView, tuple[tuple[str, int], int] | None] | None = None  # `_class`, kept
 
     def _rank(self, job: JobView) -> int:
         return self.ws.rank.get(job.id, self.last)
 
     def _class(self, claimant: JobView) -> tuple[tuple[str, int], int] | None:
-        """The claimant's class and the index of its first holder ranked after it; None: it evicts nobody."""
-        if claimant.spec.kind is not JobKind.TRAINING:
-            return None
-        key = (self.ws.book.queue_of(claimant), claimant.spec.priority)
-        ranks = self.ranks.get(key)
-        return None if ranks is None else (key, bisect.bisect_right(ranks, self._rank(claimant)))
+        """The claimant's class and the index of its first holder ranked after it; None: it evicts nobody.
+
+        Kept for the claimant being served (`room`, `candidates`, `settled` ask in turn): holders leave only
+        off the end, and an index past the end reads as the end there."""
+        last = self._last
+        if last is not None and last[0] is claimant:
+            return last[1]
+        found = None
+        if claimant.spec.kind is JobKind.TRAINING:
+            key = (self.ws.queue_of(claimant), claimant.spec.priority)
+            ranks = self.ranks.get(key)
+            found = None if ranks is None else (key, bisect.bisect_right(ranks, self._rank(claimant)))
+        self._last = (claimant, found)
+        return found
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return sorted(blocked, key=self._rank)

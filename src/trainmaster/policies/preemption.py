@@ -74,15 +74,15 @@ def _victim_kind(claimant: JobView, victim: JobView, ws: Workspace, min_runtime:
         return None
     if claimant.spec.kind is JobKind.SERVICE:
         return SERVICE
-    snap, book = ws.snap, ws.book
+    snap = ws.snap
     started_now = not victim.active  # placed in this very decision: taking it back costs nothing
     if not started_now and (victim.running_since is None or snap.now - victim.running_since < min_runtime):
         return None
-    same_queue = book.queue_of(victim) == book.queue_of(claimant)
+    same_queue = ws.queue_of(victim) == ws.queue_of(claimant)
     if same_queue and victim.spec.priority < claimant.spec.priority:
         return PRIORITY
-    if (not quota_blocked and not same_queue and book.within_quota(claimant, claimant.spec.min_resources)
-            and book.lendable(victim, held.resources(victim.spec))):
+    if (not quota_blocked and not same_queue and ws.book.within_quota(claimant, claimant.spec.min_resources)
+            and ws.book.lendable(victim, held.resources(victim.spec))):
         return RECLAIM
     return None
 
@@ -96,7 +96,7 @@ class _Holders:
     """
 
     def __init__(self, snap: Snapshot, ws: Workspace, indexed: bool = True) -> None:
-        self.snap, self.ws, self.book = snap, ws, ws.book
+        self.snap, self.ws = snap, ws
         self.indexed = indexed  # False: scan every holder (the reference the index must plan like)
         self.index: dict[str, dict[int, dict[str, None]]] = {}
         self.where: dict[str, tuple[str, int]] = {}
@@ -108,7 +108,7 @@ class _Holders:
 
     def _add(self, jid: str) -> None:
         job = self.snap.jobs[jid]
-        key = self.where[jid] = (self.book.queue_of(job), job.spec.priority)
+        key = self.where[jid] = (self.ws.queue_of(job), job.spec.priority)
         self.index.setdefault(key[0], {}).setdefault(key[1], {})[jid] = None
         self.version += 1
 
@@ -137,7 +137,7 @@ class _Holders:
         """Whether `candidates` would name anybody (without listing them: most claimants have nobody)."""
         if not self.indexed:
             return any(alloc and jid in self.snap.jobs for jid, alloc in self.ws.allocations.items())
-        index, mine = self.index, self.book.queue_of(claimant)
+        index, mine = self.index, self.ws.queue_of(claimant)
         if len(index) > 1 or (index and mine not in index):  # another queue's holders: reclaim may count
             return any(self._groups(claimant, quota_blocked))
         # Only the claimant's queue holds anything: the answer follows its kind and priority alone.
@@ -149,7 +149,7 @@ class _Holders:
 
     def _groups(self, claimant: JobView, quota_blocked: bool) -> Iterator[dict[str, None]]:
         """`candidates`, a group of the index at a time (the reclaim test only once another queue is met)."""
-        mine = self.book.queue_of(claimant)
+        mine = self.ws.queue_of(claimant)
         service = claimant.spec.kind is JobKind.SERVICE
         reclaim: bool | None = None
         for queue, by_priority in self.index.items():
@@ -160,7 +160,7 @@ class _Holders:
                 continue
             if reclaim is None:
                 reclaim = (not service and not quota_blocked
-                           and self.book.within_quota(claimant, claimant.spec.min_resources))
+                           and self.ws.book.within_quota(claimant, claimant.spec.min_resources))
             if service or reclaim:
                 yield from by_priority.values()
 
@@ -372,7 +372,7 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
 
 def _victim_waits(ws: Workspace, claimant: JobView, kind: str, victim: JobView) -> None:
     if kind == RECLAIM:
-        ws.block(victim.id, WaitKind.QUOTA, f"reclaimed by queue {ws.book.queue_of(claimant)} "
+        ws.block(victim.id, WaitKind.QUOTA, f"reclaimed by queue {ws.queue_of(claimant)} "
                                             f"for {claimant.id}: it ran on borrowed capacity")
     else:
         why = "ranked ahead of it" if kind == RANK else f"{kind}, priority {claimant.spec.priority}"
@@ -388,7 +388,7 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     # A gang's key serves the as-is misfits (`try_first`) and the lost gangs (`monotone`); no more.
     keyed = (rule.shortcuts and (rule.try_first or rule.monotone)
              and not (rule.quota_aware and ws.snap.queues))  # (quotas: more than the gang)
-    mixed = keyed and ws.memo.traits.mixed
+    mixed = (keyed or rule.migrate) and ws.memo.traits.mixed
     gangs, wants, allocations, rejected = ws.gangs, ws.want, ws.allocations, ws.rejected
     claimants = rule.claimants(blocked)
     if rule.shortcuts and rule.idle(claimants):
@@ -421,7 +421,8 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
         if evicted:
             ws.note(claimant.id, f"started by preempting {len(evicted)} job(s)")
         for victim, held, kind in reversed(evicted):
-            if rule.put_back and ws.fits(victim, held) and ws.book.quota_problem(victim, None, held) is None:
+            if rule.put_back and ws.fits(victim, held) and (
+                    not ws.snap.queues or ws.book.quota_problem(victim, None, held) is None):  # (none: no quota)
                 ws.assign(victim, held)  # not needed after all
                 continue
             _victim_waits(ws, claimant, kind, victim)
@@ -429,11 +430,19 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
         rule.settled(claimant, [v for v, _, _ in evicted], True)
     if rule.migrate:
         last = len(ws.rank)
+        failed: dict[GangKey, Resources] = {}  # one-role gangs no victim found room for, with the free total then
         for victim in sorted(out, key=lambda j: ws.rank.get(j.id, last)):
             want = ws.want.get(victim.id)
-            if want is not None and ws.place(victim, want) is not None:
+            # A victim holds nothing here: where it may go follows free capacity alone (`gang_key`; its old
+            # nodes are only preferred), so a gang that found no room, nothing placed since, finds none again.
+            key = gang_key(victim.spec, want, mixed) if rule.shortcuts and want is not None else None
+            if key is not None and failed.get(key) is ws.total_free:
+                still.append(victim)
+            elif want is not None and ws.place(victim, want) is not None:
                 ws.note(victim.id, "moved to make room for a higher-ranked job")
             else:
+                if key is not None:
+                    failed[key] = ws.total_free
                 still.append(victim)
     return still
 

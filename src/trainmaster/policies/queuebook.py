@@ -18,6 +18,11 @@ from trainmaster.policies.snapshot import JobView, Snapshot
 IMPLICIT = ""  # the one queue of a cluster without queue definitions
 
 
+def queue_name(queues: Mapping[str, QueueSpec], job: JobView) -> str:
+    """The queue a job counts in: its own when defined, else the implicit one."""
+    return job.spec.queue if job.spec.queue in queues else IMPLICIT
+
+
 def _fields(r: Resources) -> tuple[int, int, int]:
     return (r.cpu, r.memory, r.gpu)
 
@@ -47,7 +52,7 @@ class QueueBook:
 
     # -- accounting ----------------------------------------------------------
     def queue_of(self, job: JobView) -> str:
-        return job.spec.queue if job.spec.queue in self.queues else IMPLICIT
+        return queue_name(self.queues, job)
 
     def chain(self, job: JobView) -> list[QueueSpec]:
         """The job's queue and its ancestors (empty without queue definitions)."""

@@ -29,7 +29,7 @@ from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
-from trainmaster.policies.queuebook import HeldUsage, QueueBook
+from trainmaster.policies.queuebook import HeldUsage, QueueBook, queue_name
 from trainmaster.policies.scoring import (
     TIGHTEST,
     ClusterTraits,
@@ -341,6 +341,11 @@ class Workspace:
         if self._book is None:
             self._book = self.memo.usage.book(self.snap, self.allocations)
         return self._book
+
+    def queue_of(self, job: JobView) -> str:
+        """`book.queue_of` without building the book: without queue definitions a preemption needs no more
+        of it (no quota, no share), and a built book is kept in step with every assign and release."""
+        return queue_name(self.snap.queues, job)
 
     def trial(self) -> Trial:
         """Open a transaction: `commit()` keeps what follows, `discard()` undoes it."""
