@@ -343,8 +343,8 @@ class Workspace:
         return self._book
 
     def queue_of(self, job: JobView) -> str:
-        """`book.queue_of` without building the book: without queue definitions a preemption needs no more
-        of it (no quota, no share), and a built book is kept in step with every assign and release."""
+        """`book.queue_of` without building the book: a built book is kept in step with every assign and
+        release, a cost for naught where only queue names are read (no queue definitions: no quota, no share)."""
         return queue_name(self.snap.queues, job)
 
     def trial(self) -> Trial:
