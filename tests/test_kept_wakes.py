@@ -35,7 +35,7 @@ def _ranks(cycle: Cycle) -> TiresiasOrder:
 
 def replay(workload: Workload, cycle: Cycle, kept: bool, monkeypatch: pytest.MonkeyPatch) -> list[Plan]:
     ranks = _ranks(cycle)
-    ranks.kept_wakes = ranks.kept_order = kept
+    ranks.kept_wakes = ranks.kept_order = ranks.lazy_holders = kept
     soonest: list[float] = []
     if kept:  # count the wake-ups the kept times gave
         real = TiresiasOrder._soonest_waiting
