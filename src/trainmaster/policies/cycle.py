@@ -18,8 +18,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import chain, compress, filterfalse, islice, repeat
-from operator import and_, attrgetter, eq, is_, not_
+from itertools import chain, compress, filterfalse, groupby, islice, repeat
+from operator import and_, attrgetter, eq, ge, is_, not_
 from time import perf_counter
 from types import MappingProxyType
 from typing import cast
@@ -143,48 +143,52 @@ def place_in_order(strict: bool, skip_misfits: bool = True, grouped: bool = True
 
 
 # What a job's step in the (non-strict) place loop is, given its view, its sizes and what it holds:
-_SKIP = "skip"  # no sizes: not placed
-_KEEP = "keep"  # holds its sizes already: keeps what it holds
-_SEARCH = "search"  # any other step that is not a keyed one (a resize, a gang without a key): done as is
-# ... or the job's `gang_key` (a pending gang that holds nothing: it waits like any gang of its key that did
-# not fit with the same free total).
-_Step = str | GangKey
+_SKIP = -1  # no sizes: not placed
+_KEEP = -2  # holds its sizes already: keeps what it holds
+_SEARCH = -3  # any other step that is not a keyed one (a resize, a gang without a key): done as is
+# ... or (>= 0) the number of the job's `gang_key` (`_Kept.keys`): a pending gang that holds nothing waits
+# like any gang of its key that did not fit with the same free total.
 
 
 class _Kept:
-    """Per job id: the view, sizes and held allocation its step was found for, and the step (`_Step`).
+    """Per job id: the view, sizes and held allocation its step was found for, and the step (above).
     A step holds while the view is the same object (the controller rebuilds a view when its record
     changes), the sizes are equal and the workspace holds the same allocation for it."""
 
-    __slots__ = ("helds", "mixed", "steps", "views", "wants")
+    __slots__ = ("helds", "keys", "mixed", "number", "steps", "views", "wants")
 
     def __init__(self) -> None:
         self.views: dict[str, JobView] = {}
         self.wants: dict[str, Mapping[Role, int] | None] = {}
         self.helds: dict[str, Allocation | None] = {}
-        self.steps: dict[str, _Step] = {}
+        self.steps: dict[str, int] = {}
+        self.keys: list[GangKey] = []  # the gang keys met, numbered (ints: hashed and sorted at C speed)
+        self.number: dict[GangKey, int] = {}
         self.mixed: bool | None = None  # `ClusterTraits.mixed` the keys were taken with
 
     def steps_of(self, jobs: list[JobView], ids: list[str], wants: list[Mapping[Role, int] | None],
-                 helds: list[Allocation | None], mixed: bool) -> list[_Step]:
+                 helds: list[Allocation | None], mixed: bool) -> list[int]:
         """Each job's step: kept ones read off (C-level passes), the others found and kept."""
         if mixed is not self.mixed or len(self.views) > 2 * len(ids) + 64:  # (drop the gone jobs' entries)
             self.views, self.wants, self.helds, self.steps, self.mixed = {}, {}, {}, {}, mixed
         views, kept_wants, kept_helds, kept = self.views, self.wants, self.helds, self.steps
         valid = map(and_, map(and_, map(is_, map(views.get, ids), jobs), map(eq, map(kept_wants.get, ids), wants)),
                     map(is_, map(kept_helds.get, ids), helds))
-        steps: list[_Step] = list(map(kept.get, ids, repeat(_SKIP)))
+        steps = list(map(kept.get, ids, repeat(_SKIP)))
         for i in compress(range(len(ids)), map(not_, valid)):
             job, want, held = jobs[i], wants[i], helds[i]
-            step: _Step
+            step = _SEARCH
             if want is None:
                 step = _SKIP
             elif held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 step = _KEEP
             elif not held and not job.allocation.tasks:
-                step = gang_key(job.spec, want, mixed) or _SEARCH
-            else:
-                step = _SEARCH
+                key = gang_key(job.spec, want, mixed)
+                if key is not None:
+                    step = self.number.get(key, -1)
+                    if step < 0:
+                        step = self.number[key] = len(self.keys)
+                        self.keys.append(key)
             jid = ids[i]
             views[jid], kept_wants[jid], kept_helds[jid], kept[jid] = job, want, held, step
             steps[i] = step
@@ -208,20 +212,21 @@ class _GroupedPlace:
         self.wants = wants = list(map(sizes.get, ids))
         helds = list(map(ws.allocations.get, ids))
         self.steps = kept.steps_of(jobs, ids, wants, helds, ws.memo.traits.mixed)
+        self.keys = kept.keys
         self.wait_at: dict[int, Wait] = {}  # position in `jobs` -> its wait (the blocked jobs)
 
     def run(self) -> list[JobView]:
         jobs, ids, wants, steps, ws = self.jobs, self.ids, self.wants, self.steps, self.ws
-        keyed = list(compress(range(len(ids)), map(is_, map(type, steps), repeat(tuple))))
-        searched = list(compress(range(len(ids)), map(is_, steps, repeat(_SEARCH))))
-        known, keys = cast(list[Mapping[Role, int]], wants), cast(list[GangKey], steps)  # (at `keyed` positions)
-        by_key: dict[GangKey, list[int]] = {}  # key -> its jobs' positions, in order
-        for i in keyed:
-            by_key.setdefault(keys[i], []).append(i)
-        ws.gangs.update(zip(map(ids.__getitem__, keyed),
-                            zip(map(known.__getitem__, keyed), map(keys.__getitem__, keyed), strict=True), strict=True))
-        nxt = dict.fromkeys(by_key, 0)  # key -> index in its positions of the next job not yet done
-        failed: dict[GangKey, tuple[Resources, Wait]] = {}  # as the loop's: key -> free total, wait
+        keyed = list(compress(range(len(ids)), map(ge, steps, repeat(0))))
+        searched = list(compress(range(len(ids)), map(eq, steps, repeat(_SEARCH))))
+        keyed.sort(key=steps.__getitem__)  # (stable: by key, each key's jobs in order)
+        by_key = {k: list(at) for k, at in groupby(keyed, steps.__getitem__)}  # key number -> positions
+        known = cast(list[Mapping[Role, int]], wants)  # (a keyed job has sizes)
+        keys = map(self.keys.__getitem__, map(steps.__getitem__, keyed))
+        ws.gangs.update(zip(map(ids.__getitem__, keyed), zip(map(known.__getitem__, keyed), keys, strict=True),
+                            strict=True))
+        nxt = dict.fromkeys(by_key, 0)  # key number -> index in its positions of the next job not yet done
+        failed: dict[int, tuple[Resources, Wait]] = {}  # as the loop's (by key number): free total, wait
         wait_at = self.wait_at
         s = 0  # index in `searched` of the next unkeyed job to search
         while True:
@@ -247,7 +252,7 @@ class _GroupedPlace:
                 break
             job, want, step = jobs[q], wants[q], steps[q]
             assert want is not None
-            if step is _SEARCH:
+            if step == _SEARCH:
                 s += 1
                 held = ws.allocations.get(job.id)
                 if not held and not job.allocation.tasks:
@@ -256,12 +261,11 @@ class _GroupedPlace:
                     ws.block_for_room(job, want)
                     wait_at[q] = ws.waits[job.id]
                 continue
-            key = cast(GangKey, step)
-            nxt[key] += 1
+            nxt[step] += 1
             if ws.place(job, want) is None:
                 ws.block_for_room(job, want)
                 wait_at[q] = wait = ws.waits[job.id]
-                failed[key] = (ws.total_free, wait)
+                failed[step] = (ws.total_free, wait)
         order = sorted(wait_at)
         ws.waits = dict(zip(map(ids.__getitem__, order), map(wait_at.__getitem__, order), strict=True))
         return list(map(jobs.__getitem__, order))
