@@ -15,16 +15,13 @@ verdicts for the current cluster); a preset's own (tiresias' queues) is its fiel
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import chain, compress, filterfalse, groupby, islice, repeat
-from operator import and_, attrgetter, eq, ge, is_, not_
+from itertools import chain, filterfalse, islice
+from operator import attrgetter
 from time import perf_counter
 from types import MappingProxyType
-from typing import cast
 
-from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
@@ -88,20 +85,15 @@ def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | 
     return (spec.transient is TransientUse.NEVER, spec.require_gpu_types, role, r.cpu, r.memory, r.gpu, n)
 
 
-def place_in_order(strict: bool, skip_misfits: bool = True, grouped: bool = True) -> PlaceHook:
+def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
     `skip_misfits`: a pending job whose gang (`gang_key`) did not fit, with nothing placed or released
     since, waits with the same wait without a search (most of a long line, on a busy cluster).
-    `grouped` (not `strict`, with `skip_misfits`): the same plan from a walk that visits only the jobs a
-    search could place (`_GroupedPlace`); False: a Python step per job (the reference).
     """
-    kept = _Kept()  # cross-decision: what each job's step was at its view (`_GroupedPlace`)
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
               ws: Workspace) -> list[JobView]:
-        if grouped and skip_misfits and not strict and not ws.waits:
-            return _GroupedPlace(jobs, sizes, ws, kept).run()
         blocked: list[JobView] = []
         head: JobView | None = None
         failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
@@ -140,138 +132,6 @@ def place_in_order(strict: bool, skip_misfits: bool = True, grouped: bool = True
         return blocked
 
     return place
-
-
-# What a job's step in the (non-strict) place loop is, given its view, its sizes and what it holds:
-_SKIP = -1  # no sizes: not placed
-_KEEP = -2  # holds its sizes already: keeps what it holds
-_SEARCH = -3  # any other step that is not a keyed one (a resize, a gang without a key): done as is
-# ... or (>= 0) the number of the job's `gang_key` (`_Kept.keys`): a pending gang that holds nothing waits
-# like any gang of its key that did not fit with the same free total.
-
-
-class _Kept:
-    """Per job id: the view, sizes and held allocation its step was found for, and the step (above).
-    A step holds while the view is the same object (the controller rebuilds a view when its record
-    changes), the sizes are equal and the workspace holds the same allocation for it."""
-
-    __slots__ = ("helds", "keys", "mixed", "number", "steps", "views", "wants")
-
-    def __init__(self) -> None:
-        self.views: dict[str, JobView] = {}
-        self.wants: dict[str, Mapping[Role, int] | None] = {}
-        self.helds: dict[str, Allocation | None] = {}
-        self.steps: dict[str, int] = {}
-        self.keys: list[GangKey] = []  # the gang keys met, numbered (ints: hashed and sorted at C speed)
-        self.number: dict[GangKey, int] = {}
-        self.mixed: bool | None = None  # `ClusterTraits.mixed` the keys were taken with
-
-    def steps_of(self, jobs: list[JobView], ids: list[str], wants: list[Mapping[Role, int] | None],
-                 helds: list[Allocation | None], mixed: bool) -> list[int]:
-        """Each job's step: kept ones read off (C-level passes), the others found and kept."""
-        if mixed is not self.mixed or len(self.views) > 2 * len(ids) + 64:  # (drop the gone jobs' entries)
-            self.views, self.wants, self.helds, self.steps, self.mixed = {}, {}, {}, {}, mixed
-        views, kept_wants, kept_helds, kept = self.views, self.wants, self.helds, self.steps
-        valid = map(and_, map(and_, map(is_, map(views.get, ids), jobs), map(eq, map(kept_wants.get, ids), wants)),
-                    map(is_, map(kept_helds.get, ids), helds))
-        steps = list(map(kept.get, ids, repeat(_SKIP)))
-        for i in compress(range(len(ids)), map(not_, valid)):
-            job, want, held = jobs[i], wants[i], helds[i]
-            step = _SEARCH
-            if want is None:
-                step = _SKIP
-            elif held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
-                step = _KEEP
-            elif not held and not job.allocation.tasks:
-                key = gang_key(job.spec, want, mixed)
-                if key is not None:
-                    step = self.number.get(key, -1)
-                    if step < 0:
-                        step = self.number[key] = len(self.keys)
-                        self.keys.append(key)
-            jid = ids[i]
-            views[jid], kept_wants[jid], kept_helds[jid], kept[jid] = job, want, held, step
-            steps[i] = step
-        return steps
-
-
-class _GroupedPlace:
-    """`place_in_order(strict=False)`'s loop without a step per waiting job.
-
-    The loop keeps jobs that hold their sizes, searches for the others in order, and gives a keyed gang
-    (`gang_key`) whose key already failed with the very free total of now that failure's wait. So between
-    two placements (the only moves of the free total: a failed search changes nothing) only the first job
-    of each key, and the unkeyed jobs, are searched; the rest of each key's jobs up to the next placement
-    take its wait in one C-level step. Waits and blocked jobs come out in the order of `jobs`, as the loop
-    writes them. Needs `ws.waits` empty at the start (the loop's waits then are the blocked jobs')."""
-
-    def __init__(self, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]], ws: Workspace,
-                 kept: _Kept) -> None:
-        self.jobs, self.ws = jobs, ws
-        self.ids = ids = list(map(_ID, jobs))
-        self.wants = wants = list(map(sizes.get, ids))
-        helds = list(map(ws.allocations.get, ids))
-        self.steps = kept.steps_of(jobs, ids, wants, helds, ws.memo.traits.mixed)
-        self.keys = kept.keys
-        self.wait_at: dict[int, Wait] = {}  # position in `jobs` -> its wait (the blocked jobs)
-
-    def run(self) -> list[JobView]:
-        jobs, ids, wants, steps, ws = self.jobs, self.ids, self.wants, self.steps, self.ws
-        keyed = list(compress(range(len(ids)), map(ge, steps, repeat(0))))
-        searched = list(compress(range(len(ids)), map(eq, steps, repeat(_SEARCH))))
-        keyed.sort(key=steps.__getitem__)  # (stable: by key, each key's jobs in order)
-        by_key = {k: list(at) for k, at in groupby(keyed, steps.__getitem__)}  # key number -> positions
-        known = cast(list[Mapping[Role, int]], wants)  # (a keyed job has sizes)
-        keys = map(self.keys.__getitem__, map(steps.__getitem__, keyed))
-        ws.gangs.update(zip(map(ids.__getitem__, keyed), zip(map(known.__getitem__, keyed), keys, strict=True),
-                            strict=True))
-        nxt = dict.fromkeys(by_key, 0)  # key number -> index in its positions of the next job not yet done
-        failed: dict[int, tuple[Resources, Wait]] = {}  # as the loop's (by key number): free total, wait
-        wait_at = self.wait_at
-        s = 0  # index in `searched` of the next unkeyed job to search
-        while True:
-            free = ws.total_free
-            q = searched[s] if s < len(searched) else _END  # the next job to search
-            waiting = []  # keys whose jobs up to `q` wait as the key's failure did
-            for key, at in by_key.items():
-                j = nxt[key]
-                if j == len(at):
-                    continue
-                seen = failed.get(key)
-                if seen is not None and seen[0] is free:
-                    waiting.append(key)
-                elif at[j] < q:
-                    q = at[j]
-            for key in waiting:
-                at, j = by_key[key], nxt[key]
-                end = bisect.bisect_left(at, q, j)
-                if end > j:
-                    wait_at.update(zip(at[j:end], repeat(failed[key][1])))
-                    nxt[key] = end
-            if q == _END:
-                break
-            job, want, step = jobs[q], wants[q], steps[q]
-            assert want is not None
-            if step == _SEARCH:
-                s += 1
-                held = ws.allocations.get(job.id)
-                if not held and not job.allocation.tasks:
-                    ws.gangs[job.id] = (want, None)
-                if ws.place(job, want) is None and not held:  # (held: cannot resize, keeps it)
-                    ws.block_for_room(job, want)
-                    wait_at[q] = ws.waits[job.id]
-                continue
-            nxt[step] += 1
-            if ws.place(job, want) is None:
-                ws.block_for_room(job, want)
-                wait_at[q] = wait = ws.waits[job.id]
-                failed[step] = (ws.total_free, wait)
-        order = sorted(wait_at)
-        ws.waits = dict(zip(map(ids.__getitem__, order), map(wait_at.__getitem__, order), strict=True))
-        return list(map(jobs.__getitem__, order))
-
-
-_END = 1 << 62  # past every position
 
 
 def head_of_line(snap: Snapshot, ids: list[str], line: PendingLine, ws: Workspace) -> bool:
