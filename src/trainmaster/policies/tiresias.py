@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_, is_not, itemgetter
 
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
@@ -37,6 +37,7 @@ from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
 _KEY = attrgetter("key")
+_ALLOCATION = attrgetter("allocation")
 _ID = itemgetter(3)
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
 STARVATION = 10.0  # promote after waiting this many times the executed time
@@ -255,7 +256,11 @@ class TiresiasOrder:
         entries, jobs, allocations, threshold = self.entries, snap.jobs, plan.allocations, self.threshold
         # Only Q0 holders can be demoted: skip the Q1 ones (`low`, often most of them) in one C-level pass
         # (a minimum: any order gives the same value).
-        for jid in allocations.keys() - self.low if self.low else allocations:
+        holders = allocations.keys() - self.low if self.low else allocations.keys()
+        if self.safe and self.lazy_holders and self.incremental:  # the kept ones: a few from `crossings`
+            tracked = self._kept_holders(snap, plan, holders)
+            holders = (holders - tracked) | set(self._first_crossings(tracked))
+        for jid in holders:
             e = entries.get(jid)
             if e is None or e.queue != 0:
                 continue
@@ -276,6 +281,41 @@ class TiresiasOrder:
             if kept:
                 soonest = min(soonest, self._soonest_waiting(plan) - snap.now)
         return None if math.isinf(soonest) else soonest
+
+    def _kept_holders(self, snap: Snapshot, plan: Plan, holders: Iterable[str]) -> set[str]:
+        """The Q0 jobs of `holders` whose `safe` time still holds for the plan (C-level passes): their view is
+        the one last visited and the plan keeps the allocation they hold (so they gain service at its rate)."""
+        jobs, views, allocations = snap.jobs, self.views, plan.allocations
+        kept = list(self.safe.keys() & holders)
+        if not kept:
+            return set()
+        same = map(is_, map(jobs.get, kept), map(views.get, kept))
+        ids = list(compress(kept, same))
+        same = map(is_, map(allocations.__getitem__, ids), map(_ALLOCATION, map(jobs.__getitem__, ids)))
+        return set(compress(ids, same))
+
+    def _first_crossings(self, kept: set[str]) -> list[str]:
+        """The jobs of `kept` whose demotion may come first: those with the earliest `safe` times (within a
+        margin far above the times' own, so the exact minimum is among them), read off `crossings`."""
+        crossings, safe = self.crossings, self.safe
+        popped: list[tuple[float, str]] = []
+        first: list[str] = []
+        limit = math.inf
+        while crossings:
+            at, jid = crossings[0]
+            if safe.get(jid) != at:
+                heapq.heappop(crossings)  # (stale)
+                continue
+            if at > limit or math.isinf(at):  # (inf: no GPUs, never demoted while held)
+                break
+            popped.append(heapq.heappop(crossings))
+            if jid in kept:
+                if not first:
+                    limit = at + 1e-5 * (abs(at) + 1.0)
+                first.append(jid)
+        for item in popped:
+            heapq.heappush(crossings, item)
+        return first
 
     def _soonest_waiting(self, plan: Plan) -> float:
         """The earliest starvation time among `waiting` jobs the plan leaves out (inf: none), from the
