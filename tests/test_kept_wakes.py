@@ -5,7 +5,9 @@ when a key changes) instead of sorting every job's key; `kept_wakes` makes
 `next_change` take the waiting Q1 jobs' starvation times from `waiting` and the top
 of the `due` heap instead of one step per waiting job. Each case replays a contended
 workload with and without both and compares every plan (`wake_after` included),
-waits in the same order; and the kept keys against a fresh sort after every decision.
+waits in the same order; and the kept keys against a fresh sort after every decision. `lazy_holders`
+(held jobs visited only near their threshold crossing, their last active time read lazily, the next
+demotion read off the kept crossing times) is switched with them.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ def _ranks(cycle: Cycle) -> TiresiasOrder:
 
 def replay(workload: Workload, cycle: Cycle, kept: bool, monkeypatch: pytest.MonkeyPatch) -> list[Plan]:
     ranks = _ranks(cycle)
-    ranks.kept_wakes = ranks.kept_order = kept
+    ranks.kept_wakes = ranks.kept_order = ranks.lazy_holders = kept
     soonest: list[float] = []
+    read: list[int] = []  # `lazy_holders`: the held jobs next_change computed a demotion for off `crossings`
     if kept:  # count the wake-ups the kept times gave
         real = TiresiasOrder._soonest_waiting
 
@@ -46,6 +49,14 @@ def replay(workload: Workload, cycle: Cycle, kept: bool, monkeypatch: pytest.Mon
             return found
 
         monkeypatch.setattr(TiresiasOrder, "_soonest_waiting", spy)
+        first = TiresiasOrder._first_crossings
+
+        def crossings(self: TiresiasOrder, kept: set[str]) -> list[str]:
+            found = first(self, kept)
+            read.append(len(found))
+            return found
+
+        monkeypatch.setattr(TiresiasOrder, "_first_crossings", crossings)
     recorder = Recorder(cycle)
     sorted_after: list[bool] = []
     real_decide = recorder.decide
@@ -61,6 +72,7 @@ def replay(workload: Workload, cycle: Cycle, kept: bool, monkeypatch: pytest.Mon
     monkeypatch.undo()
     if kept:
         assert sum(1 for at in soonest if not math.isinf(at)) > 20  # the kept times decided wake-ups
+        assert sum(1 for n in read if n) > 20  # demotions read off the kept crossing times
     return recorder.plans
 
 

@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_, is_not, itemgetter
 
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
@@ -37,6 +37,7 @@ from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
 _KEY = attrgetter("key")
+_ALLOCATION = attrgetter("allocation")
 _ID = itemgetter(3)
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
 STARVATION = 10.0  # promote after waiting this many times the executed time
@@ -74,6 +75,12 @@ class TiresiasOrder:
     `kept_order`: the entries' keys are kept sorted (`keys`, moved by bisection when a key
     changes: a few per decision), so the order is read off in one pass instead of sorting
     every job's key per decision.
+
+    `lazy_holders` (with `incremental`): a job holding resources with the same view is visited only once
+    its service may have crossed the threshold (`safe`: a time before which it cannot have, from its
+    service at the last visit and the GPUs it holds: service grows at that rate while the view is the
+    same), never for its last active time: the jobs held at the latest decision (`holding`) read it as
+    that decision's time (`held_at`), written on the entry when the job leaves `holding`.
     """
 
     def __init__(self, threshold: float, starvation: float | None, incremental: bool = True) -> None:
@@ -91,6 +98,11 @@ class TiresiasOrder:
         self.keys: list[tuple[int, float, float, str]] = []  # every entry's key, sorted
         self.kept_order = True  # False: sort the keys every decision (the reference)
         self.partial = False  # True: `snap` holds only some of the live jobs, keep the others' entries
+        self.lazy_holders = True  # False: visit every job holding resources every decision (the reference)
+        self.holding: set[str] = set()  # jobs held at `held_at` whose `last_active` is that time (lazy)
+        self.held_at = -math.inf
+        self.safe: dict[str, float] = {}  # Q0 job held at its last visit -> a time it cannot cross before
+        self.crossings: list[tuple[float, str]] = []  # heap of `safe`'s items (entries that disagree: stale)
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         entries = self.entries
@@ -100,9 +112,13 @@ class TiresiasOrder:
                 self._drop(entries.pop(jid).key)
                 self.low.discard(jid)
                 self.waiting.pop(jid, None)
+                self.safe.pop(jid, None)
+        lazy = self.lazy_holders and self.incremental
+        if lazy:
+            self._hold(snap)
         visit: Iterable[str] = jobs
         if self.incremental:
-            visit = self._changed(snap)
+            visit = self._changed(snap, lazy)
             self.views = dict(jobs) if not self.partial else {**self.views, **jobs}
         now, visit_one, waiting = snap.now, self._visit, self.waiting
         running, starting = JobState.RUNNING, JobState.STARTING
@@ -111,7 +127,8 @@ class TiresiasOrder:
             e = entries.get(jid)
             state = job.state
             if e is not None and e.queue == 1 and (state is running or state is starting):
-                e.last_active = now  # all `_visit` does for a Q1 job holding resources (most visits)
+                if not lazy:
+                    e.last_active = now  # all `_visit` does for a Q1 job holding resources (most visits)
                 if waiting:
                     waiting.pop(jid, None)
             else:
@@ -134,12 +151,24 @@ class TiresiasOrder:
         keys = self.keys
         del keys[bisect.bisect_left(keys, key)]
 
-    def _changed(self, snap: Snapshot) -> set[str]:
+    def _changed(self, snap: Snapshot, lazy: bool) -> set[str]:
         """The jobs whose queue may have moved since the last visit (class doc)."""
         jobs, views = snap.jobs, self.views
         visit = set(compress(jobs, map(is_not, jobs.values(), map(views.get, jobs))))  # new or changed
         held = snap.held if snap.held is not None else {j.id: j.allocation for j in jobs.values() if j.active}
-        visit.update(held.keys() & jobs.keys())
+        if not lazy:
+            visit.update(held.keys() & jobs.keys())
+        elif not self.partial:  # (a partial snapshot holds no held job: they wait for a full one)
+            crossings, safe = self.crossings, self.safe
+            while crossings and crossings[0][0] <= snap.now:
+                at, jid = heapq.heappop(crossings)
+                if safe.get(jid) == at:
+                    del safe[jid]
+                    if jid in held and jid in jobs:
+                        visit.add(jid)
+            if len(crossings) > 2 * len(safe) + 64:  # (stale entries: a changed view pushes a new one)
+                self.crossings = [(at, jid) for jid, at in safe.items()]
+                heapq.heapify(self.crossings)
         due = self.due
         limit = snap.now + 1e-9 * (abs(snap.now) + 1.0)  # (the exact test is `_visit`'s)
         while due and due[0][0] <= limit:
@@ -149,6 +178,34 @@ class TiresiasOrder:
             else:  # (not visited now: its time is recomputed until it is)
                 self.waiting.pop(jid, None)
         return visit
+
+    def _keep_safe(self, job: JobView, now: float, over: float) -> None:
+        """Keep when the held Q0 `job` may cross the threshold (`over` < 0 now): its service grows by its GPUs
+        per second while its view is the same. Early by a margin far above rounding (a visit then is exact)."""
+        gpus = job.gpus
+        if not gpus:  # (no GPUs: its service does not grow)
+            at = math.inf
+        else:
+            at = now - over / gpus
+            at -= 1e-6 * (abs(at) + 1.0)
+        self.safe[job.id] = at
+        heapq.heappush(self.crossings, (at, job.id))
+
+    def _hold(self, snap: Snapshot) -> None:
+        """`lazy_holders`: the jobs held now read `last_active` as now; those that left `holding` get the time
+        of the decision that last held them written on their entries."""
+        now = snap.now
+        held = snap.held if snap.held is not None else {j.id: j.allocation for j in snap.jobs.values() if j.active}
+        entries, waiting = self.entries, self.waiting
+        for jid in self.holding - held.keys():
+            e = entries.get(jid)
+            if e is not None:
+                e.last_active = self.held_at
+        if waiting:  # (a job that starts holding leaves `waiting`; nothing puts it back while it holds)
+            for jid in held.keys() - self.holding:
+                waiting.pop(jid, None)
+        self.holding = set(held)
+        self.held_at = now
 
     def _visit(self, job: JobView, now: float) -> None:
         entries = self.entries
@@ -161,6 +218,10 @@ class TiresiasOrder:
             e.last_active = now
         if e.queue == 0:
             over = job.attained - e.base_attained - self.threshold
+            if over < 0 and active and self.lazy_holders and self.incremental:
+                self._keep_safe(job, now, over)
+            elif self.safe:
+                self.safe.pop(job.id, None)
             if over >= 0:
                 # Crossed the threshold: FIFO in Q1 by when it crossed, not by when we noticed.
                 gpus = job.gpus if active else 0
@@ -195,7 +256,11 @@ class TiresiasOrder:
         entries, jobs, allocations, threshold = self.entries, snap.jobs, plan.allocations, self.threshold
         # Only Q0 holders can be demoted: skip the Q1 ones (`low`, often most of them) in one C-level pass
         # (a minimum: any order gives the same value).
-        for jid in allocations.keys() - self.low if self.low else allocations:
+        holders = allocations.keys() - self.low if self.low else allocations.keys()
+        if self.safe and self.lazy_holders and self.incremental:  # the kept ones: a few from `crossings`
+            tracked = self._kept_holders(snap, plan, holders)
+            holders = (holders - tracked) | set(self._first_crossings(tracked))
+        for jid in holders:
             e = entries.get(jid)
             if e is None or e.queue != 0:
                 continue
@@ -211,10 +276,46 @@ class TiresiasOrder:
                 e = entries[jid]
                 executed = snap.jobs[jid].runtime - e.base_runtime
                 if executed > 0:
-                    soonest = min(soonest, e.last_active + self.starvation * executed - snap.now)
+                    last = self.held_at if jid in self.holding else e.last_active  # (`lazy_holders`)
+                    soonest = min(soonest, last + self.starvation * executed - snap.now)
             if kept:
                 soonest = min(soonest, self._soonest_waiting(plan) - snap.now)
         return None if math.isinf(soonest) else soonest
+
+    def _kept_holders(self, snap: Snapshot, plan: Plan, holders: Iterable[str]) -> set[str]:
+        """The Q0 jobs of `holders` whose `safe` time still holds for the plan (C-level passes): their view is
+        the one last visited and the plan keeps the allocation they hold (so they gain service at its rate)."""
+        jobs, views, allocations = snap.jobs, self.views, plan.allocations
+        kept = list(self.safe.keys() & holders)
+        if not kept:
+            return set()
+        same = map(is_, map(jobs.get, kept), map(views.get, kept))
+        ids = list(compress(kept, same))
+        same = map(is_, map(allocations.__getitem__, ids), map(_ALLOCATION, map(jobs.__getitem__, ids)))
+        return set(compress(ids, same))
+
+    def _first_crossings(self, kept: set[str]) -> list[str]:
+        """The jobs of `kept` whose demotion may come first: those with the earliest `safe` times (within a
+        margin far above the times' own, so the exact minimum is among them), read off `crossings`."""
+        crossings, safe = self.crossings, self.safe
+        popped: list[tuple[float, str]] = []
+        first: list[str] = []
+        limit = math.inf
+        while crossings:
+            at, jid = crossings[0]
+            if safe.get(jid) != at:
+                heapq.heappop(crossings)  # (stale)
+                continue
+            if at > limit or math.isinf(at):  # (inf: no GPUs, never demoted while held)
+                break
+            popped.append(heapq.heappop(crossings))
+            if jid in kept:
+                if not first:
+                    limit = at + 1e-5 * (abs(at) + 1.0)
+                first.append(jid)
+        for item in popped:
+            heapq.heappush(crossings, item)
+        return first
 
     def _soonest_waiting(self, plan: Plan) -> float:
         """The earliest starvation time among `waiting` jobs the plan leaves out (inf: none), from the
@@ -238,6 +339,9 @@ class TiresiasOrder:
 
     def touch(self, snap: Snapshot) -> None:
         """Note the jobs holding resources now (what a full pass of `__call__` would do for them)."""
+        if self.lazy_holders and self.incremental:
+            self._hold(snap)
+            return
         held = snap.held if snap.held is not None else {j.id: j.allocation for j in snap.jobs.values() if j.active}
         waiting = self.waiting
         for jid in held:
