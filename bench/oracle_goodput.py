@@ -13,7 +13,8 @@ reports needed). Nothing else changes: the same preset, greedy, restart
 penalty, rounds and batch choice read it. Modes: `fitted` (the preset as
 users get it), `oracle` (the truth, Pollux's exploration pace kept:
 `optimus.EXPLORE` x the most workers reported), `oracle-free` (the pace lifted
-too: it only exists because a fitted law is unsure far from its points).
+too: it only exists because a fitted law is unsure far from its points), and
+`fitted-free` (the fitted laws, the pace lifted: what the pace alone costs).
 
 Bench-only: users' controllers always build their own `ModelBook`.
 
@@ -44,7 +45,7 @@ from trainmaster.models.speed import Config, SpeedPredictor
 from trainmaster.policies.registry import make_policy
 from trainmaster.workloads.pollux_peer import PeerTruth
 
-MODES = ("fitted", "oracle", "oracle-free")
+MODES = ("fitted", "fitted-free", "oracle", "oracle-free")
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
 UNPACED = 1 << 20  # `max_workers` that lifts `Optimus`'s exploration pace (`oracle-free`)
 
@@ -86,13 +87,14 @@ class OracleBook(ModelBook):
               type_speed: Mapping[str, float] | None = None) -> JobModel:
         fitted = super().model(job_id, spec, speed_basis, type_speed)
         truth = self.truths.get(job_id)
-        if truth is None or spec.adaptive_batch is None:
+        if spec.adaptive_batch is None or (truth is None and self.paced):
             return fitted
-        done = self.learner(job_id, spec).step
-        law = TruthGoodput(fitted.speed or _NoSpeed(), spec.adaptive_batch, math.nan, (), truth=truth, done=done)
         fields = dict(fitted.__dict__)
-        fields.update(speed=law, basis="oracle", goodput=law, remaining=max(truth.total_steps - done, 0.0),
-                      max_workers=fitted.max_workers if self.paced else UNPACED)
+        fields.update(max_workers=fitted.max_workers if self.paced else UNPACED)
+        if truth is not None:
+            done = self.learner(job_id, spec).step
+            law = TruthGoodput(fitted.speed or _NoSpeed(), spec.adaptive_batch, math.nan, (), truth=truth, done=done)
+            fields.update(speed=law, basis="oracle", goodput=law, remaining=max(truth.total_steps - done, 0.0))
         out = object.__new__(JobModel)
         out.__dict__.update(fields)
         return out
@@ -119,9 +121,10 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     engine = SimEngine(parse_shorthand(CLUSTER), wl, config_for(preset, sim_config("pollux")))
     controller = Controller(engine, make_policy(preset))
     if mode != "fitted":
-        truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth)}
+        oracle = mode.startswith("oracle")
+        truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth) and oracle}
         learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
-        learning.book = OracleBook(truths, paced=mode == "oracle")
+        learning.book = OracleBook(truths, paced=not mode.endswith("-free"))
     controller.run()
     outcomes = controller.outcomes()
     jcts = [o.jct for o in outcomes if o.jct is not None and o.state.value == "succeeded"]
