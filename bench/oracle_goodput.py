@@ -13,8 +13,12 @@ reports needed). Nothing else changes: the same preset, greedy, restart
 penalty, rounds and batch choice read it. Modes: `fitted` (the preset as
 users get it), `oracle` (the truth, Pollux's exploration pace kept:
 `optimus.EXPLORE` x the most workers reported), `oracle-free` (the pace lifted
-too: it only exists because a fitted law is unsure far from its points), and
-`fitted-free` (the fitted laws, the pace lifted: what the pace alone costs).
+too: it only exists because a fitted law is unsure far from its points),
+`fitted-free` (the fitted laws, the pace lifted: what the pace alone costs), and
+two splits of `oracle-free`: `oracle-reported-free` (the truth only once a job
+reported: what the first start, sized on its type's prior, costs) and
+`throughput-free` (the truth's steps/s inside the fitted goodput law, the
+noise scale learned: what the throughput fit's errors cost).
 
 Bench-only: users' controllers always build their own `ModelBook`.
 
@@ -45,7 +49,8 @@ from trainmaster.models.speed import Config, SpeedPredictor
 from trainmaster.policies.registry import make_policy
 from trainmaster.workloads.pollux_peer import PeerTruth
 
-MODES = ("fitted", "fitted-free", "oracle", "oracle-free")
+MODES = ("fitted", "fitted-free", "oracle", "oracle-free", "oracle-reported-free", "throughput-free",
+         "remaining")
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
 UNPACED = 1 << 20  # `max_workers` that lifts `Optimus`'s exploration pace (`oracle-free`)
 
@@ -75,26 +80,51 @@ class TruthGoodput(GoodputSpeed):
         return None  # the truth is known at every local batch: no trust region
 
 
-class OracleBook(ModelBook):
-    """A `ModelBook` whose adaptive jobs' models read the truth (module doc); others as fitted."""
+@dataclass(frozen=True)
+class TruthSteps:
+    """The truth's optimizer steps/s at a candidate's own batch (throughput only; no statistical efficiency)."""
 
-    def __init__(self, truths: Mapping[str, PeerTruth], paced: bool = True) -> None:
+    truth: PeerTruth
+
+    def steps_per_s(self, c: Config) -> float:
+        return self.truth.at_counts(counts_of(c.workers, c.nodes), int(c.batch), 0.0).steps_per_s
+
+
+class OracleBook(ModelBook):
+    """A `ModelBook` whose adaptive jobs' models read the truth (module doc); others as fitted.
+
+    `law`: "goodput" (the truth's goodput and remaining steps), "throughput" (the truth's steps/s in
+    the job's fitted goodput law, its noise scale still learned from reports; only once it has one)
+    or "" (fitted); `reported_only`: the truth only once the job has reported (before: its type's prior).
+    """
+
+    def __init__(self, truths: Mapping[str, PeerTruth], paced: bool = True, law: str = "goodput",
+                 reported_only: bool = False) -> None:
         super().__init__()
         self.truths = truths
         self.paced = paced
+        self.law = law
+        self.reported_only = reported_only
 
     def model(self, job_id: str, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str] | None = None,
               type_speed: Mapping[str, float] | None = None) -> JobModel:
         fitted = super().model(job_id, spec, speed_basis, type_speed)
-        truth = self.truths.get(job_id)
+        truth = self.truths.get(job_id) if self.law else None
+        learner = self.learner(job_id, spec)
+        if truth is not None and self.reported_only and not learner.rows:
+            truth = None
         if spec.adaptive_batch is None or (truth is None and self.paced):
             return fitted
         fields = dict(fitted.__dict__)
         fields.update(max_workers=fitted.max_workers if self.paced else UNPACED)
-        if truth is not None:
-            done = self.learner(job_id, spec).step
+        if truth is not None and self.law == "goodput":
+            done = learner.step
             law = TruthGoodput(fitted.speed or _NoSpeed(), spec.adaptive_batch, math.nan, (), truth=truth, done=done)
             fields.update(speed=law, basis="oracle", goodput=law, remaining=max(truth.total_steps - done, 0.0))
+        elif truth is not None and self.law == "remaining":
+            fields.update(remaining=max(truth.total_steps - learner.step, 0.0))
+        elif truth is not None and fitted.goodput is not None:  # "throughput"
+            fields.update(goodput=GoodputSpeed(TruthSteps(truth), spec.adaptive_batch, fitted.goodput.phi))
         out = object.__new__(JobModel)
         out.__dict__.update(fields)
         return out
@@ -121,10 +151,12 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     engine = SimEngine(parse_shorthand(CLUSTER), wl, config_for(preset, sim_config("pollux")))
     controller = Controller(engine, make_policy(preset))
     if mode != "fitted":
-        oracle = mode.startswith("oracle")
-        truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth) and oracle}
+        truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth)}
+        law = "throughput" if mode.startswith("throughput") else "goodput" if mode.startswith("oracle") else \
+            "remaining" if mode.startswith("remaining") else ""
         learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
-        learning.book = OracleBook(truths, paced=not mode.endswith("-free"))
+        learning.book = OracleBook(truths, paced=not mode.endswith("-free"), law=law,
+                                   reported_only="reported" in mode)
     controller.run()
     outcomes = controller.outcomes()
     jcts = [o.jct for o in outcomes if o.jct is not None and o.state.value == "succeeded"]
