@@ -50,7 +50,7 @@ from trainmaster.policies.registry import make_policy
 from trainmaster.workloads.pollux_peer import PeerTruth
 
 MODES = ("fitted", "fitted-free", "oracle", "oracle-free", "oracle-reported-free", "throughput-free",
-         "remaining")
+         "remaining", "efficiency-free", "throughput", "efficiency")
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
 UNPACED = 1 << 20  # `max_workers` that lifts `Optimus`'s exploration pace (`oracle-free`)
 
@@ -90,6 +90,19 @@ class TruthSteps:
         return self.truth.at_counts(counts_of(c.workers, c.nodes), int(c.batch), 0.0).steps_per_s
 
 
+@dataclass(frozen=True, eq=False)
+class TruthEfficiency(GoodputSpeed):
+    """The fitted throughput law times the truth's statistical-efficiency gain now (`done` steps in)."""
+
+    truth: PeerTruth | None = None
+    done: float = 0.0
+
+    def goodput(self, c: Config, batch: float) -> float:
+        assert self.truth is not None
+        run = self.truth.at_counts(counts_of(c.workers, c.nodes), int(batch), self.done)
+        return self.speed.steps_per_s(c._replace(batch=float(batch))) * run.rate / run.steps_per_s
+
+
 class OracleBook(ModelBook):
     """A `ModelBook` whose adaptive jobs' models read the truth (module doc); others as fitted.
 
@@ -121,6 +134,9 @@ class OracleBook(ModelBook):
             done = learner.step
             law = TruthGoodput(fitted.speed or _NoSpeed(), spec.adaptive_batch, math.nan, (), truth=truth, done=done)
             fields.update(speed=law, basis="oracle", goodput=law, remaining=max(truth.total_steps - done, 0.0))
+        elif truth is not None and self.law == "efficiency" and fitted.goodput is not None:
+            g = fitted.goodput
+            fields.update(goodput=TruthEfficiency(g.speed, g.bounds, g.phi, g.local, truth=truth, done=learner.step))
         elif truth is not None and self.law == "remaining":
             fields.update(remaining=max(truth.total_steps - learner.step, 0.0))
         elif truth is not None and fitted.goodput is not None:  # "throughput"
@@ -153,7 +169,7 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     if mode != "fitted":
         truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth)}
         law = "throughput" if mode.startswith("throughput") else "goodput" if mode.startswith("oracle") else \
-            "remaining" if mode.startswith("remaining") else ""
+            "remaining" if mode.startswith("remaining") else "efficiency" if mode.startswith("efficiency") else ""
         learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
         learning.book = OracleBook(truths, paced=not mode.endswith("-free"), law=law,
                                    reported_only="reported" in mode)
