@@ -10,15 +10,15 @@ engine will run it at (`PeerTruth.at_counts`: the peer's step time and the
 epoch's statistical-efficiency gain, `workloads/pollux_peer.py`), its
 remaining steps are the truth's, and it has them from submission (no
 reports needed). Nothing else changes: the same preset, greedy, restart
-penalty, rounds and batch choice read it. Modes: `fitted` (the preset as
-users get it), `oracle` (the truth, Pollux's exploration pace kept:
-`optimus.EXPLORE` x the most workers reported), `oracle-free` (the pace lifted
-too: it only exists because a fitted law is unsure far from its points),
-`fitted-free` (the fitted laws, the pace lifted: what the pace alone costs), and
-two splits of `oracle-free`: `oracle-reported-free` (the truth only once a job
-reported: what the first start, sized on its type's prior, costs) and
-`throughput-free` (the truth's steps/s inside the fitted goodput law, the
-noise scale learned: what the throughput fit's errors cost).
+penalty, rounds and batch choice read it. A mode is `WHAT[-reported][-free]`:
+WHAT is `fitted` (the preset as users get it), `oracle` (the truth's goodput
+and remaining steps), `throughput` (the truth's steps/s inside the job's
+fitted goodput law, its noise scale still learned: only once it reported),
+`efficiency` (the fitted steps/s times the truth's gain now: likewise) or
+`remaining` (only the remaining steps from the truth); `-reported`: the truth
+only once the job has reported (its first start as fitted); `-free`: Pollux's
+exploration pace lifted (`optimus.EXPLORE` x the most workers the job reported
+from: it exists because a fitted law is unsure far from its points).
 
 Bench-only: users' controllers always build their own `ModelBook`.
 
@@ -49,8 +49,8 @@ from trainmaster.models.speed import Config, SpeedPredictor
 from trainmaster.policies.registry import make_policy
 from trainmaster.workloads.pollux_peer import PeerTruth
 
-MODES = ("fitted", "fitted-free", "oracle", "oracle-free", "oracle-reported-free", "throughput-free",
-         "remaining", "efficiency-free", "throughput", "efficiency")
+WHAT = ("fitted", "oracle", "throughput", "efficiency", "remaining")
+MODES = tuple(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free"))
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
 UNPACED = 1 << 20  # `max_workers` that lifts `Optimus`'s exploration pace (`oracle-free`)
 
@@ -168,8 +168,8 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     controller = Controller(engine, make_policy(preset))
     if mode != "fitted":
         truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth)}
-        law = "throughput" if mode.startswith("throughput") else "goodput" if mode.startswith("oracle") else \
-            "remaining" if mode.startswith("remaining") else "efficiency" if mode.startswith("efficiency") else ""
+        what = mode.split("-")[0]
+        law = {"fitted": "", "oracle": "goodput"}.get(what, what)
         learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
         learning.book = OracleBook(truths, paced=not mode.endswith("-free"), law=law,
                                    reported_only="reported" in mode)
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     if not set(modes) <= set(MODES):
-        sys.exit(f"--modes takes {', '.join(MODES)}")
+        sys.exit(f"--modes takes WHAT[-reported][-free], WHAT one of {', '.join(WHAT)}")
     loads = [float(x) for x in args.loads.split(",") if x]
     settings = [s for s in args.settings.split(",") if s]
     indexes = _range(args.workloads)
