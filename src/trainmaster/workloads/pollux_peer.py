@@ -233,7 +233,10 @@ class PeerTruth:
         train library measures: optimizer steps/s at `b` and the epoch's gradient
         statistics, the variance rescaled to the base batch (`phi` unchanged).
         """
-        counts = worker_counts(alloc)
+        return self.at_counts(worker_counts(alloc), batch, done)
+
+    def at_counts(self, counts: Sequence[int], batch: int, done: float) -> BatchRun:
+        """`at_batch` on `counts[i]` replicas per node (what a goodput oracle asks of a candidate size)."""
         ends = self.model.cumulative_steps(float(self.batch_size))
         epoch = min(max(bisect.bisect_right(ends, done + 1e-9 * max(ends[-1], 1.0)) - 1, 0), self.model.epochs - 1)
         batching = self.model.batching(max(sum(counts), 1), batch)
