@@ -7,12 +7,15 @@ stack), per stage (jobs arrived so far, in `--stage` steps); the controller's de
 per stage, decisions, mean pending and running jobs per decision and reports between decisions.
 
     python -m bench.deep_profile --policy optimus --cluster 80x8 [--limit N] [--top 25] [--out FILE.json]
+
+Under `timeout N` (SIGTERM) it stops and reports the stages seen so far.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
@@ -41,6 +44,14 @@ def _where(frame: Any) -> str:
 
 
 _FRAME = frozenset({"deep_profile.py", "<frozen runpy>"})
+
+
+class _Stopped(Exception):
+    """SIGTERM (e.g. from `timeout`): the run stops and the profile so far is reported."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped
 
 
 def profile(policy: str, cluster_text: str, limit: int | None, every: float, stage: int,
@@ -97,7 +108,11 @@ def profile(policy: str, cluster_text: str, limit: int | None, every: float, sta
     thread = threading.Thread(target=sample, daemon=True)
     cpu0 = time.process_time()
     thread.start()
-    controller.run()
+    finished = True
+    try:
+        controller.run()
+    except _Stopped:  # (`timeout` ran out: report what was seen so far)
+        finished = False
     done.set()
     cpu = time.process_time() - cpu0
     stages = []
@@ -110,7 +125,8 @@ def profile(policy: str, cluster_text: str, limit: int | None, every: float, sta
             s["reports"] / n, "decide_cpu_s": s["decide_ms"] / 1000,
             "own": own[at].most_common(40), "cum": cum[at].most_common(60),
         })
-    return {"policy": policy, "cluster": cluster_text, "jobs": len(workload), "cpu_s": cpu,
+    return {"policy": policy, "cluster": cluster_text, "jobs": len(workload), "finished": finished,
+            "arrived": len(controller.jobs), "cpu_s": cpu,
             "decisions": controller.cycles, "every_s": every, "stages": stages}
 
 
@@ -128,11 +144,13 @@ def main() -> int:
     if args.stage <= 0 or args.every <= 0:
         print("error: --stage and --every must be positive", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _stop)
     result = profile(args.policy, args.cluster, args.limit, args.every, args.stage, args.data)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
-    print(f"{result['policy']} on {result['cluster']}: {result['jobs']:,} jobs, {result['decisions']:,} decisions, "
-          f"{result['cpu_s']:.1f} s CPU")
+    print(f"{result['policy']} on {result['cluster']}: {result['jobs']:,} jobs "
+          f"({'finished' if result['finished'] else 'stopped at ' + format(result['arrived'], ',') + ' arrived'}), "
+          f"{result['decisions']:,} decisions, {result['cpu_s']:.1f} s CPU")
     for st in result["stages"]:
         total = max(1, st["samples"])
         print(f"\n== jobs from {st['jobs_from']:,}: {st['samples']} samples, {st['decisions']:,} decisions "
