@@ -101,6 +101,17 @@ class JobModel:
         return math.inf if f <= 0 else self.remaining / f
 
 
+def set_fields(model: JobModel, fields: Mapping[str, object]) -> JobModel:
+    """Set every field of a fresh `JobModel` (or subclass) in one `__dict__` update; returns it.
+
+    The one place that relies on `JobModel` being a frozen dataclass without slots (its fields live in the
+    instance `__dict__`): a per-report or per-waiting-job model is built without the frozen init's
+    `object.__setattr__` per field. `fields` must name every field (the init checks nothing here).
+    """
+    model.__dict__.update(fields)
+    return model
+
+
 class JobLearner:
     """One job's observations: per-configuration mean speed, the loss points, progress."""
 
@@ -204,10 +215,10 @@ class LazyJobModel(JobModel):
 
     def __init__(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None,
                  target: Target, type_speed: Mapping[str, float]) -> None:
-        self.__dict__.update(  # (frozen: fields are set once, here, in one call: one per report)
+        set_fields(self, dict(  # (frozen: fields are set once, here, in one call: one per report)
             job_id=learner.job_id, form=learner.form, batch=learner.batch, step=learner.step, configs=len(own),
             curve=learner.loss_curve(), type_speed=type_speed, goodput=None, max_workers=learner.max_workers,
-            _inputs=(own, prior, target, learner.epoch), _got=None)
+            _inputs=(own, prior, target, learner.epoch), _got=None))
 
     def _speed_basis(self) -> tuple[SpeedPredictor | None, str]:
         got: tuple[SpeedPredictor | None, str] | None = self.__dict__["_got"]
@@ -352,7 +363,7 @@ class ModelBook:
 
         Without reports a model is its form, batch, target and type's prior alone: jobs alike share one
         built by `model`, kept in `made` (the caller's, for as long as the speed and type speeds hold), and
-        each gets a copy with its own id, without the frozen dataclass's field-by-field init.
+        each gets a copy with its own id (`set_fields`: without the frozen dataclass's field-by-field init).
         """
         if learner.version:
             raise ValueError(f"unreported_model: job {learner.job_id} has reports; ask `model`")
@@ -362,11 +373,7 @@ class ModelBook:
         if template is None:
             template = made[key] = self.model(learner.job_id, spec, speed_basis, type_speed)
             return template
-        out = object.__new__(JobModel)
-        fields = out.__dict__
-        fields.update(template.__dict__)
-        fields["job_id"] = learner.job_id
-        return out
+        return set_fields(object.__new__(JobModel), {**template.__dict__, "job_id": learner.job_id})
 
     def published(self, job_id: str, spec: JobSpec) -> JobModel:
         """`model` for a job that just reported, its speed and remaining computed on first read where that is exact.

@@ -46,6 +46,7 @@ from typing import NamedTuple
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.resources import Resources
+from trainmaster.core.states import JobState
 from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
@@ -193,6 +194,7 @@ class Optimus:
         self._seq = itertools.count()
         self._shapes: dict[str, _Shape] = {}
         self.restart_penalty = restart_penalty
+        self.held_in_bulk = True  # False: unchanged running jobs assigned one by one (the slow reference)
         self.interval = interval
         self.cycle = Cycle(name=self.name, order=by_submit_time, size=self.size, place=self.place,
                            preemptive=True, interval=interval)
@@ -335,17 +337,20 @@ class Optimus:
         blocked: list[JobView] = []
         keep: list[JobView] = []
         rest: list[JobView] = []
+        running, starting = JobState.RUNNING, JobState.STARTING
         for j in jobs:
             want = sizes.get(j.id)
             if want is not None:
-                alloc = j.allocation
-                fixed = j.active and alloc and all(alloc.count(r) == n for r, n in want.items())
+                alloc, state = j.allocation, j.state  # (`JobView.active` and `Allocation.__bool__`, inlined)
+                fixed = alloc.tasks and (state is running or state is starting) and (
+                    alloc.role_counts == want or all(alloc.count(r) == n for r, n in want.items()))
                 (keep if fixed else rest).append(j)
-        for job in keep:
-            if ws.fits(job, job.allocation):  # `Workspace.place`'s first choice, without asking twice
-                ws.assign(job, job.allocation)
-            else:
-                self._place(job, sizes[job.id], ws, blocked)
+        if not (self.held_in_bulk and ws.assign_held(keep)):  # (all at once: a cost per job left out)
+            for job in keep:
+                if ws.fits(job, job.allocation):  # `Workspace.place`'s first choice, without asking twice
+                    ws.assign(job, job.allocation)
+                else:
+                    self._place(job, sizes[job.id], ws, blocked)
         for job in rest:
             self._place(job, sizes[job.id], ws, blocked)
         return blocked

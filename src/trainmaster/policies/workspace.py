@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from operator import is_not, itemgetter
@@ -390,6 +390,41 @@ class Workspace:
     def assign(self, job: JobView, alloc: Allocation) -> None:
         """Record `alloc` for `job`, replacing any tentative allocation it had."""
         self._set(job, alloc)
+
+    def assign_held(self, jobs: Sequence[JobView]) -> bool:
+        """`assign` each of `jobs` (active jobs) its current allocation, in order, all at once; False, with
+        nothing changed, where this cannot be shown equal to doing it one by one (then do that).
+
+        For a workspace started empty (`empty=True`) that nothing has changed yet: from `Snapshot.free`
+        (capacity minus what every active job holds) given back what the other active jobs hold, so the cost
+        follows the jobs left out, not those kept (a preemptive policy keeps most running jobs where they
+        are). Exact (integer resources): the same free capacity, total and allocations in the same order,
+        when none overfills a node; and then each one fit in turn, as `fits` before each `assign` checks.
+        """
+        snap, held = self.snap, self.snap.held
+        if (held is None or snap.free_total is None or self.allocations or self._trials or self._book is not None
+                or self._fit is not None or self._class_fit is not None):
+            return False
+        kept = {job.id: job.allocation for job in jobs}
+        if not kept.keys() <= held.keys():
+            return False
+        free = dict(self.free)  # (the cluster's nodes in order, at full capacity)
+        free.update(snap.free)
+        if len(free) != len(self.free):
+            return False
+        total, views = snap.free_total, snap.jobs
+        for jid in held.keys() - kept.keys():  # (integer sums: any order gives the same)
+            for node, res in held[jid].per_node(views[jid].spec).items():
+                if node not in free:
+                    return False
+                free[node] = free[node] + res
+                total = total + res
+        if not all(map(Resources.is_nonnegative, free.values())):
+            return False
+        self.free, self.total_free = free, total
+        self.allocations.update(kept)
+        self._assigned.update(kept)
+        return True
 
     def release(self, job: JobView) -> Allocation | None:
         """Take back what `job` holds here; what it held."""
