@@ -25,6 +25,7 @@ from typing import Any
 
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL, learns_online
 from trainmaster.controller.loop import Controller
+from trainmaster.core.errors import SpecError
 from trainmaster.core.events import Report
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy
@@ -145,7 +146,11 @@ def main() -> int:
         print("error: --stage and --every must be positive", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop)
-    result = profile(args.policy, args.cluster, args.limit, args.every, args.stage, args.data)
+    try:
+        result = profile(args.policy, args.cluster, args.limit, args.every, args.stage, args.data)
+    except SpecError as e:  # (a bad --policy, --cluster or --data: say which, no traceback)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     print(f"{result['policy']} on {result['cluster']}: {result['jobs']:,} jobs "
