@@ -1,11 +1,12 @@
 """Time each step spends waiting on gradient sync, measured in DistributedDataParallel's all-reduce.
 
-The scheduler's speed law splits a step into compute and sync (`models/speed.py`, `_split_sync`), as
-Pollux's agent does: from step time alone the two are confounded at sizes a job has not run at. DDP
+Why: from step time alone compute and sync are confounded at sizes a job has not run at; Pollux's
+agent measures both, and a report that carries sync (`Report.sync_time`) lets a speed law or a person
+see a step's sync share (bench/results/trainmaster.md, twelfth look, tried it in the law). DDP
 overlaps its bucket all-reduces with the backward pass, so the sync a step *waits on* is what follows
 the last bucket's launch (the backward pass is done then): from that launch to the moment every
 bucket's all-reduce has completed. `SyncTimer` is a DDP communication hook doing the default
-all-reduce (sum, then divide by the world size) that records exactly that span once per step.
+all-reduce (divide by the world size, then sum) that records exactly that span once per step.
 """
 
 from __future__ import annotations
