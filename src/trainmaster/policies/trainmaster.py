@@ -102,7 +102,12 @@ class GainSizing:
     job a target. Running jobs above their target shrink to it now; pending jobs
     ask for their minimum, so preemption and reservations never act for more.
     Phase 5 (`grow`): jobs below their target grow to it, in order, where it fits.
+
+    Only elastic training jobs get a target, so while none is admitted the greedy (a step per admitted job)
+    is skipped: its sizes would all be dropped, and it leaves nothing behind that a later decision reads.
     """
+
+    skip_fixed = True  # False: run the greedy even when no admitted job can get a target (the reference)
 
     def __init__(self, optimus: Optimus | None = None) -> None:
         self.optimus = optimus or Optimus(goodput=True)
@@ -111,6 +116,9 @@ class GainSizing:
     def size(self, base: SizeHook) -> SizeHook:
         def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
             sizes = base(snap, jobs, ws)
+            if self.skip_fixed and not any(j.spec.elastic and j.spec.kind is JobKind.TRAINING for j in jobs):
+                self.target = {}
+                return sizes
             empty = Workspace(snap, empty=True, memo=ws.memo, scoring=ws.scoring)
             self.target = {jid: want for jid, want in self.optimus.size(snap, jobs, empty).items()
                            if snap.jobs[jid].spec.elastic and snap.jobs[jid].spec.kind is JobKind.TRAINING}
