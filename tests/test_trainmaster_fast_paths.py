@@ -15,6 +15,7 @@ from tests.replay_helpers import Recorder
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import JobSpec
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
@@ -105,3 +106,26 @@ def test_kept_predictions_plan_as_asking_the_models(monkeypatch: pytest.MonkeyPa
     same_plans(fast, slow)
     assert any("reserved" in r for plan in fast for r in plan.reasons.values())  # reservations were made
     assert slow_ran[1] - fast_ran[1] > 200  # kept answers served (the models are asked elsewhere too)
+
+
+def test_kept_elastic_answers_plan_as_asking_every_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`AdaptiveCycle.keep_elastic`: whether a live job is elastic kept per job and spec; the same plans (their
+    wake-ups included) as asking every spec at each decision, and far fewer asks."""
+    asks = [0]
+    elastic = JobSpec.elastic
+
+    def counted(self: JobSpec) -> bool:
+        asks[0] += 1
+        return bool(elastic.fget(self))  # type: ignore[attr-defined]
+
+    runs = {}
+    for keep in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(JobSpec, "elastic", property(counted))
+            patch.setattr(AdaptiveCycle, "keep_elastic", keep)
+            asks[0] = 0
+            runs[keep] = replay(patch)[0], asks[0]
+    (fast, fast_asks), (slow, slow_asks) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
+    assert fast_asks < slow_asks * 0.7  # (the other asks: the size phase's)
