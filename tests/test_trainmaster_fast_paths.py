@@ -85,12 +85,14 @@ def test_greedy_skipped_without_elastic_jobs_plans_as_run(monkeypatch: pytest.Mo
     assert 0 < fast_ran[0] < slow_ran[0]  # skipped at some decisions, run at others
 
 
-def test_kept_shape_counts_plan_as_counting_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`TypePriors.count_shapes`: the same plans as counting each type's configurations from its rows."""
+@pytest.mark.parametrize("switch", ["count_shapes", "keep_features"])
+def test_type_priors_kept_counts_and_features_plan_as_the_rows(switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`TypePriors.count_shapes`, `.keep_features`: the same plans as counting each type's configurations and
+    computing its rows' features from its rows at each refit."""
     with monkeypatch.context() as patch:
         fast, _ = replay(patch)
     with monkeypatch.context() as patch:
-        patch.setattr(TypePriors, "count_shapes", False)
+        patch.setattr(TypePriors, switch, False)
         slow, _ = replay(patch)
     same_plans(fast, slow)
 

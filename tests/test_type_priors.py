@@ -1,4 +1,5 @@
-"""`TypePriors` keeps each type's count of rows per shape: the same fits (or none) as counting from the rows."""
+"""`TypePriors` keeps each type's count of rows per shape and its rows' features: the same fits (or none) as
+counting and computing them from the rows at each refit."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_kept_shape_counts_give_the_fits_the_rows_give(seed: int) -> None:
     oldest are dropped past `max_jobs`, a dropped job comes back: after every update both books fit alike."""
     rng = random.Random(seed)
     kept, counted = TypePriors(max_jobs=3), TypePriors(max_jobs=3)
-    counted.count_shapes = False
+    counted.count_shapes = counted.keep_features = False
     learners: dict[str, dict[Config, Row]] = {}
     last: dict[tuple[Form, int, bool], bool] = {}
     flips = Counter[bool]()  # (a fit where there was none: True; none where there was one, by eviction: False)
@@ -41,6 +42,7 @@ def test_kept_shape_counts_give_the_fits_the_rows_give(seed: int) -> None:
         for priors in (kept, counted):
             priors.update("t", form, job, rows)
         assert kept._shapes[("t", form)] == _recount(kept, ("t", form))
+        assert kept._table[("t", form)].keys() == kept._rows[("t", form)].keys()
         for need in (3, 5, 7, 9):
             for cross in (True, False):
                 fast, slow = kept.fitted("t", form, need, cross), counted.fitted("t", form, need, cross)
