@@ -7,29 +7,56 @@ in `speed` all take the global batch M). Bounded: only the newest jobs count.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
-from trainmaster.models.speed import Config, Form, Row, SpeedFit, fit
+from trainmaster.models.speed import Config, Form, Row, SpeedFit, features, fit
 
 MAX_JOBS_PER_TYPE = 50
+Shape = tuple[int, int, int]  # workers, parameter servers, nodes: what `fitted` counts distinct configurations by
+
+
+def _shapes(rows: dict[Config, Row]) -> Counter[Shape]:
+    return Counter((c.workers, c.ps, c.nodes) for c in rows)
 
 
 class TypePriors:
-    """Observations by (type, form), job and configuration; a fit cached per (type, form) until new data arrives."""
+    """Observations by (type, form), job and configuration; a fit cached per (type, form) until new data arrives.
+
+    Each (type, form) also keeps how many of its rows have each shape (`Shape`), updated as a job's rows are
+    replaced or dropped: `fitted` answers "too few distinct configurations" from it without rebuilding every
+    row of the type after each update (a type's prior is read at the next report after every update).
+    Each job's rows' `features` are kept too, computed when its configurations change: a refit after an
+    update (one job's means moved) hands `fit` the same rows of features it would compute.
+    """
+
+    count_shapes = True  # False: count the distinct configurations from the rows at each refit (the reference)
+    keep_features = True  # False: `fit` computes every row's features at each refit (the reference)
 
     def __init__(self, max_jobs: int = MAX_JOBS_PER_TYPE) -> None:
         self.max_jobs = max_jobs
         self._rows: dict[tuple[str, Form], OrderedDict[str, dict[Config, Row]]] = {}
         self._fits: dict[tuple[str, Form, bool], SpeedFit | None] = {}  # (type, form, cross_slope) -> fit
+        self._shapes: dict[tuple[str, Form], Counter[Shape]] = {}  # rows per shape, over the jobs in `_rows`
+        self._table: dict[tuple[str, Form], dict[str, list[tuple[float, ...]]]] = {}  # job -> its rows' features
         self.version: dict[tuple[str, Form], int] = {}
 
     def update(self, job_type: str, form: Form, job_id: str, rows: dict[Config, Row]) -> None:
         key = (job_type, form)
         jobs: OrderedDict[str, dict[Config, Row]] = self._rows.setdefault(key, OrderedDict())
+        shapes = self._shapes.setdefault(key, Counter())
+        table = self._table.setdefault(key, {})
+        old = jobs.get(job_id)
+        if old is None or old.keys() != rows.keys():  # (else only the rows' means moved)
+            if old is not None:
+                shapes -= _shapes(old)
+            shapes += _shapes(rows)
+            table[job_id] = [features(form, c) for c in rows]
         jobs[job_id] = dict(rows)
         jobs.move_to_end(job_id)
         while len(jobs) > self.max_jobs:
-            jobs.popitem(last=False)
+            gone, dropped = jobs.popitem(last=False)
+            shapes -= _shapes(dropped)
+            del table[gone]
         self._fits.pop((*key, True), None)
         self._fits.pop((*key, False), None)
         self.version[key] = self.version.get(key, 0) + 1
@@ -50,7 +77,17 @@ class TypePriors:
         """
         key = (job_type, form, cross_slope)
         if key not in self._fits:
-            rows = self.rows(job_type, form)
-            distinct = {(r.config.workers, r.config.ps, r.config.nodes) for r in rows}
-            self._fits[key] = fit(form, rows, cross_slope=cross_slope) if len(distinct) >= min_configs else None
+            if self.count_shapes:
+                enough = len(self._shapes.get((job_type, form), ())) >= min_configs
+            else:
+                enough = len({(r.config.workers, r.config.ps, r.config.nodes)
+                              for r in self.rows(job_type, form)}) >= min_configs
+            if not enough:
+                self._fits[key] = None
+            elif self.keep_features:  # (the rows and their features in the same order: job by job, row by row)
+                table = self._table[job_type, form]
+                self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope,
+                                      table=[f for jid in self._rows[job_type, form] for f in table[jid]])
+            else:
+                self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope)
         return self._fits[key]

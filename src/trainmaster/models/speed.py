@@ -176,8 +176,11 @@ def packing_weights(rows: Sequence[Row]) -> list[float]:
 
 
 def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None, *,
-        cross_slope: bool = True) -> SpeedFit | None:
+        cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
     """NNLS on relative error; None without rows.
+
+    `table`: each row's `features`, when the caller keeps them (`priors.TypePriors`: a type's prior refits
+    after every update of one job's rows, the others' features unchanged).
 
     `cross_slope=False` (all-reduce only; the goodput law, `ModelBook.speed(optimistic=True)`): the
     cross-node sync per extra replica `d2` is held at 0, so `c2` is the mean cross-node sync, until
@@ -194,7 +197,7 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     if form is Form.ALLREDUCE and not cross_slope:
         share = packing_weights(rows)
         weights = [s * (1.0 if weights is None else weights[i]) for i, s in enumerate(share)]
-    a = np.array([features(form, r.config) for r in rows], dtype=float)
+    a = np.array([features(form, r.config) for r in rows] if table is None else table, dtype=float)
     flat = form is Form.ALLREDUCE and not cross_slope and cross_sizes(rows) < CROSS_SLOPE_SIZES
     if flat:
         a[:, 5] = 0.0  # a zero column: NNLS leaves its coefficient at 0

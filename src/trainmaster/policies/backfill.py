@@ -7,6 +7,10 @@ job's reservation is the placement it gets at the earliest time the running
 jobs' predicted finishes free enough room; a later job starts now only if it
 is predicted to end before that time or keeps off the reserved nodes.
 `predict_starts` turns the same predictions into an ETA for every pending job.
+
+The hook (`Reservation`) keeps each running job's model prediction across decisions: a decision asks
+the model of every job holding resources, and between two decisions only the jobs that reported have a
+new model (most keep theirs and their allocation).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Mapping
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
+from trainmaster.models.book import JobModel
 from trainmaster.policies.cycle import AfterHook
 from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
@@ -34,12 +39,27 @@ def _min_size(job: JobView) -> int:
     return job.spec.min_gpus or sum(s.min for s in job.spec.roles.values())
 
 
-def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None = None) -> float | None:
-    """Seconds `job` still needs on `alloc` (default: what it holds, or its minimum), or None when unknown."""
+# job -> the model and allocation its model was last asked about, and the model's answer (`remaining_time`)
+Kept = dict[str, tuple[JobModel, Allocation, float | None]]
+
+
+def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None = None,
+                        kept: Kept | None = None) -> float | None:
+    """Seconds `job` still needs on `alloc` (default: what it holds, or its minimum), or None when unknown.
+
+    `kept`: the model's answer is reused while the job's model and `alloc` are the objects it was asked
+    about (both immutable: the same answer), and kept there otherwise.
+    """
     alloc = job.allocation if alloc is None else alloc
     model = snap.models.get(job.id)
     if model is not None and alloc:
-        value = model.remaining_time(alloc.count(Role.WORKER), alloc.count(Role.PS), max(len(alloc.nodes), 1))
+        got = kept.get(job.id) if kept is not None else None
+        if got is not None and got[0] is model and got[1] is alloc:
+            value = got[2]
+        else:
+            value = model.remaining_time(alloc.count(Role.WORKER), alloc.count(Role.PS), max(len(alloc.nodes), 1))
+            if kept is not None:
+                kept[job.id] = (model, alloc, value)
         if value is not None and math.isfinite(value):
             return max(0.0, float(value))
     estimate = job.spec.estimate
@@ -51,10 +71,11 @@ def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None =
     return max(0.0, (estimate * max(base, 1) - done) / max(size, 1))
 
 
-def predicted_finishes(snap: Snapshot, ws: Workspace) -> dict[str, float | None]:
-    """Predicted end of every job holding resources in the workspace."""
-    return {jid: (None if (rem := predicted_remaining(snap.jobs[jid], snap, alloc)) is None else snap.now + rem)
-            for jid, alloc in ws.allocations.items() if alloc and jid in snap.jobs}
+def predicted_finishes(snap: Snapshot, ws: Workspace, kept: Kept | None = None) -> dict[str, float | None]:
+    """Predicted end of every job holding resources in the workspace (`kept`: see `predicted_remaining`)."""
+    jobs = snap.jobs
+    return {jid: (None if (rem := predicted_remaining(jobs[jid], snap, alloc, kept)) is None else snap.now + rem)
+            for jid, alloc in ws.allocations.items() if alloc and jid in jobs}
 
 
 def earliest_start(snap: Snapshot, ws: Workspace, job: JobView, counts: Mapping[Role, int],
@@ -78,17 +99,31 @@ def earliest_start(snap: Snapshot, ws: Workspace, job: JobView, counts: Mapping[
         trial.discard()
 
 
-def reserve_and_backfill(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
-    """Reserve for the first job blocked by capacity; start later jobs only where they cannot delay it."""
-    return _reserve(snap, blocked, ws, 0.0)
+class Reservation:
+    """Reserve for the first job blocked by capacity; start later jobs only where they cannot delay it.
+
+    Declared policy state: `kept`, the running jobs' model predictions (`predicted_remaining`), kept
+    across decisions and pruned of ended jobs now and then.
+    """
+
+    keep_predictions = True  # False: ask every running job's model at every decision (the reference)
+
+    def __init__(self, reserve_after: float = 0.0) -> None:
+        self.reserve_after = max(reserve_after, 0.0)
+        self.kept: Kept = {}
+
+    def __call__(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+        kept = self.kept if self.keep_predictions else None
+        if kept is not None and len(kept) > 2 * len(snap.jobs) + 64:  # forget ended jobs now and then
+            for jid in kept.keys() - snap.jobs.keys():
+                del kept[jid]
+        return _reserve(snap, blocked, ws, self.reserve_after, kept)
 
 
 def backfill(reserve_after: float = 0.0) -> AfterHook:
     """The reservation hook; `reserve_after` > 0 reserves only for a head that has waited that long
     (until then anything that fits starts, as with greedy skipping): a knob between the two."""
-    if reserve_after <= 0:
-        return reserve_and_backfill
-    return lambda snap, blocked, ws: _reserve(snap, blocked, ws, reserve_after)
+    return Reservation(reserve_after)
 
 
 def _greedy_after(snap: Snapshot, blocked: list[JobView], ws: Workspace, head: JobView, until: float) -> list[JobView]:
@@ -104,13 +139,14 @@ def _greedy_after(snap: Snapshot, blocked: list[JobView], ws: Workspace, head: J
     return still
 
 
-def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_after: float) -> list[JobView]:
+def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_after: float,
+             kept: Kept | None) -> list[JobView]:
     head = next((j for j in blocked if j.id not in ws.allocations and ws.waits_for_room(j.id)), None)
     if head is None:
         return blocked
     if snap.now - head.submit_time < reserve_after:
         return _greedy_after(snap, blocked, ws, head, head.submit_time + reserve_after)
-    finishes = predicted_finishes(snap, ws)
+    finishes = predicted_finishes(snap, ws, kept)
     found = earliest_start(snap, ws, head, minimum(head.spec), finishes)
     if found is None:
         ws.meanwhile(head.id, "no predicted start (running jobs have no estimates): nothing backfills")

@@ -71,7 +71,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from trainmaster.core.job import JobKind
+from trainmaster.core.job import JobKind, JobSpec
 from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import backfill as backfill_hook
 from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
@@ -102,7 +102,12 @@ class GainSizing:
     job a target. Running jobs above their target shrink to it now; pending jobs
     ask for their minimum, so preemption and reservations never act for more.
     Phase 5 (`grow`): jobs below their target grow to it, in order, where it fits.
+
+    Only elastic training jobs get a target, so while none is admitted the greedy (a step per admitted job)
+    is skipped: its sizes would all be dropped, and it leaves nothing behind that a later decision reads.
     """
+
+    skip_fixed = True  # False: run the greedy even when no admitted job can get a target (the reference)
 
     def __init__(self, optimus: Optimus | None = None) -> None:
         self.optimus = optimus or Optimus(goodput=True)
@@ -111,6 +116,9 @@ class GainSizing:
     def size(self, base: SizeHook) -> SizeHook:
         def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
             sizes = base(snap, jobs, ws)
+            if self.skip_fixed and not any(j.spec.elastic and j.spec.kind is JobKind.TRAINING for j in jobs):
+                self.target = {}
+                return sizes
             empty = Workspace(snap, empty=True, memo=ws.memo, scoring=ws.scoring)
             self.target = {jid: want for jid, want in self.optimus.size(snap, jobs, empty).items()
                            if snap.jobs[jid].spec.elastic and snap.jobs[jid].spec.kind is JobKind.TRAINING}
@@ -160,6 +168,9 @@ class AdaptiveCycle(Cycle):
     tick: float = TICK
     resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
     issued: dict[str, int] = field(default_factory=dict, repr=False)  # cross-decision: job -> the batch last sent
+    # cross-decision: job -> its spec and whether it is elastic (`_any_elastic`)
+    elastic: dict[str, tuple[JobSpec, bool]] = field(default_factory=dict, repr=False)
+    keep_elastic = True  # False: ask every live job's spec whether it is elastic at every decision (the reference)
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
@@ -170,9 +181,27 @@ class AdaptiveCycle(Cycle):
         if isinstance(self.order, LasOrder):
             wait = self.order.ranks.next_change(snap, plan)
             wake = math.inf if wait is None else max(self.tick, wait)
-        if self.resize_tick is not None and any(j.spec.elastic for j in snap.jobs.values()):
-            wake = min(wake, self.resize_tick)  # models learn between events: revisit elastic sizes
+        if self.resize_tick is not None and wake > self.resize_tick and self._any_elastic(snap):
+            wake = self.resize_tick  # models learn between events: revisit elastic sizes
         return replace(plan, wake_after=None if math.isinf(wake) else wake)
+
+    def _any_elastic(self, snap: Snapshot) -> bool:
+        """Whether a live job is elastic; the answer kept per job while its spec is the same object
+        (`JobSpec.elastic` walks the roles, and this is asked of every live job at each decision)."""
+        if not self.keep_elastic:
+            return any(j.spec.elastic for j in snap.jobs.values())
+        kept = self.elastic
+        if len(kept) > 2 * len(snap.jobs) + 64:  # forget ended jobs now and then
+            for jid in kept.keys() - snap.jobs.keys():
+                del kept[jid]
+        for jid, job in snap.jobs.items():
+            spec = job.spec
+            got = kept.get(jid)
+            if got is None or got[0] is not spec:
+                got = kept[jid] = (spec, spec.elastic)
+            if got[1]:
+                return True
+        return False
 
     def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
         """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""

@@ -1,0 +1,133 @@
+"""The trainmaster preset's fast paths plan exactly as their reference paths.
+
+Each is switched off in turn and the same contended workload replayed: every plan, the order of its
+allocations and its waits must be equal, and the fast path must have been taken. The workload mixes fixed-size
+jobs (some decisions admit no elastic job) with elastic parameter-server jobs whose models learn online.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from tests.replay_helpers import Recorder
+
+from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
+from trainmaster.controller.loop import Controller
+from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import JobSpec
+from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.models.book import JobModel
+from trainmaster.models.priors import TypePriors
+from trainmaster.policies.backfill import Reservation
+from trainmaster.policies.optimus import Optimus
+from trainmaster.policies.registry import make_policy
+from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing
+from trainmaster.policies.workspace import Workspace
+from trainmaster.workloads.base import Workload
+from trainmaster.workloads.ps_truth import ps_workload
+
+
+def mixed() -> Workload:
+    """40 PS jobs: the first 12 and every third one after fixed at their minimum, the rest elastic."""
+    base = ps_workload(40, rate_per_hour=40, seed=3)
+    jobs = tuple(replace(j, spec=replace(j.spec, roles={r: replace(s, max=s.min) for r, s in j.spec.roles.items()}))
+                 if i < 12 or i % 3 == 0 else j for i, j in enumerate(base.jobs))
+    return Workload(name="mixed", jobs=jobs)
+
+
+def replay(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Plan], list[int]]:
+    """Every plan of the trainmaster preset on `mixed()` on 3x4; how many greedy sizings ran, and how many
+    times the models were asked a remaining time."""
+    ran = [0, 0]
+    greedy, asked = Optimus.size, JobModel.remaining_time
+
+    def counted(self: Optimus, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> dict[str, object]:
+        ran[0] += 1
+        return greedy(self, snap, jobs, ws)  # type: ignore[return-value]
+
+    def counted_asked(self: JobModel, workers: int, ps: int = 0, nodes: int = 1) -> float | None:
+        ran[1] += 1
+        return asked(self, workers, ps, nodes)
+
+    monkeypatch.setattr(Optimus, "size", counted)
+    monkeypatch.setattr(JobModel, "remaining_time", counted_asked)
+    cycle = make_policy("trainmaster")
+    assert isinstance(cycle, AdaptiveCycle)
+    recorder = Recorder(cycle)
+    engine = SimEngine(parse_shorthand("3x4"), mixed(), SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
+    controller = Controller(engine, recorder)  # type: ignore[arg-type]
+    controller.run()
+    assert controller.summary().finished == 40
+    return recorder.plans, ran
+
+
+def same_plans(fast: list[Plan], slow: list[Plan]) -> None:
+    assert len(fast) == len(slow) > 50
+    for a, b in zip(fast, slow, strict=True):
+        assert a == b
+        assert list(a.allocations) == list(b.allocations)  # (the order the controller's actions follow)
+        assert list(a.waits) == list(b.waits)
+        assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
+        assert a.batch == b.batch and a.rebatch == b.rebatch and a.wake_after == b.wake_after
+
+
+def test_greedy_skipped_without_elastic_jobs_plans_as_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`GainSizing.skip_fixed`: no greedy while no admitted job is elastic; the same plans as running it."""
+    with monkeypatch.context() as patch:
+        fast, fast_ran = replay(patch)
+    with monkeypatch.context() as patch:
+        patch.setattr(GainSizing, "skip_fixed", False)
+        slow, slow_ran = replay(patch)
+    same_plans(fast, slow)
+    assert slow_ran[0] == len(slow)  # (the reference sizes at every decision)
+    assert 0 < fast_ran[0] < slow_ran[0]  # skipped at some decisions, run at others
+
+
+@pytest.mark.parametrize("switch", ["count_shapes", "keep_features"])
+def test_type_priors_kept_counts_and_features_plan_as_the_rows(switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`TypePriors.count_shapes`, `.keep_features`: the same plans as counting each type's configurations and
+    computing its rows' features from its rows at each refit."""
+    with monkeypatch.context() as patch:
+        fast, _ = replay(patch)
+    with monkeypatch.context() as patch:
+        patch.setattr(TypePriors, switch, False)
+        slow, _ = replay(patch)
+    same_plans(fast, slow)
+
+
+def test_kept_predictions_plan_as_asking_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Reservation.keep_predictions`: running jobs' model predictions kept while their model and allocation
+    are the same; the same plans (reservations, backfills and their notes) as asking every model each time."""
+    with monkeypatch.context() as patch:
+        fast, fast_ran = replay(patch)
+    with monkeypatch.context() as patch:
+        patch.setattr(Reservation, "keep_predictions", False)
+        slow, slow_ran = replay(patch)
+    same_plans(fast, slow)
+    assert any("reserved" in r for plan in fast for r in plan.reasons.values())  # reservations were made
+    assert slow_ran[1] - fast_ran[1] > 200  # kept answers served (the models are asked elsewhere too)
+
+
+def test_kept_elastic_answers_plan_as_asking_every_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`AdaptiveCycle.keep_elastic`: whether a live job is elastic kept per job and spec; the same plans (their
+    wake-ups included) as asking every spec at each decision, and far fewer asks."""
+    asks = [0]
+    elastic = JobSpec.elastic
+
+    def counted(self: JobSpec) -> bool:
+        asks[0] += 1
+        return bool(elastic.fget(self))  # type: ignore[attr-defined]
+
+    runs = {}
+    for keep in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(JobSpec, "elastic", property(counted))
+            patch.setattr(AdaptiveCycle, "keep_elastic", keep)
+            asks[0] = 0
+            runs[keep] = replay(patch)[0], asks[0]
+    (fast, fast_asks), (slow, slow_asks) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
+    assert fast_asks < slow_asks * 0.7  # (the other asks: the size phase's)
