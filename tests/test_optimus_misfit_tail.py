@@ -9,12 +9,15 @@ in order and the shared wait objects must be equal.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tests.replay_helpers import Recorder
 
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import Role
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies import trainmaster
 from trainmaster.policies.cycle import Cycle
@@ -50,11 +53,18 @@ def replay(preset: str, workload: Workload, cluster: str, tail: bool, monkeypatc
 def workload(name: str) -> Workload:
     if name == "line":  # a long line at minimum sizes (no targets: no model predicts)
         return load_workload("synthetic:300:20", max_factor=2.0, seed=11, oracle=True)
+    if name == "mixed":  # the first jobs ask for 3 GPUs: a 1-GPU job that joins the tail may still fit
+        line = load_workload("synthetic:120:20", max_factor=2.0, seed=11, oracle=True)
+        return replace(line, jobs=tuple(
+            replace(j, spec=replace(j.spec, roles={Role.WORKER: replace(j.spec.roles[Role.WORKER], min=3,
+                                                                         max=max(3, j.spec.roles[Role.WORKER].max))}))
+            if k < 40 else j for k, j in enumerate(line.jobs)))
     return ps_workload(60, rate_per_hour=60, seed=3)  # loss targets: models predict, jobs grow and shrink
 
 
 @pytest.mark.parametrize(("preset", "name", "cluster"),
-                         [("optimus", "line", "4x4"), ("optimus", "sized", "2x4"), ("trainmaster", "line", "4x4")])
+                         [("optimus", "line", "4x4"), ("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"),
+                          ("trainmaster", "line", "4x4")])
 def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     fast, tries = replay(preset, workload(name), cluster, True, monkeypatch)
@@ -68,3 +78,5 @@ def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
         assert len({id(w) for w in a.waits.values()}) == len({id(w) for w in b.waits.values()})  # shared alike
     assert not none  # the reference never tried it
     assert sum(tries) > 20  # the tail path served
+    if name == "mixed":  # and found, once, a minimum in the tail that might fit: one by one from there
+        assert False in tries
