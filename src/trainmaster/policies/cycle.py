@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain, filterfalse, islice
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from time import perf_counter
 from types import MappingProxyType
+from typing import ClassVar
 
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
@@ -41,7 +42,9 @@ LinePlace = Callable[[Snapshot, list[str], PendingLine, Workspace], bool]  # `Cy
 
 
 _SUBMIT_ORDER = attrgetter("submit_time", "id")
+_SUBMIT = attrgetter("submit_time")
 _ID = attrgetter("id")
+_KEY_ID = itemgetter(1)  # of a (submit time, id) key
 
 
 def by_submit_time(snap: Snapshot) -> list[JobView]:
@@ -168,6 +171,19 @@ def _pending_only(snap: Snapshot) -> Snapshot:
     return replace(snap, jobs=MappingProxyType(jobs))
 
 
+def _without(ordered: list[JobView], bad: Mapping[str, str], ws: Workspace) -> list[JobView]:
+    """`ordered` less the jobs in `bad`, each rejected with its reason (in `ordered`'s order)."""
+    if not bad:
+        return list(ordered)
+    admitted = []
+    for job in ordered:
+        if job.id in bad:
+            ws.rejected[job.id] = bad[job.id]
+        else:
+            admitted.append(job)
+    return admitted
+
+
 @dataclass
 class Cycle:
     """A policy assembled from phase hooks (see the module docstring for how they combine)."""
@@ -190,14 +206,18 @@ class Cycle:
     # jobs kept across decisions (`pending.PendingLine`), for a cost that follows what changed. It must plan
     # exactly as the phases would, and returns False (having changed nothing) where it cannot.
     from_line: LinePlace | None = None
-    line: PendingLine | None = field(default=None, repr=False)  # cross-decision: the line `from_line` reads
+    line: PendingLine | None = field(default=None, repr=False)  # cross-decision: the line `from_line`, `admit` read
     # A hint to the controller, never a change to what is decided: True when a decision looks up only the jobs
     # that changed and a few more (fifo's line), so a snapshot may hold a frozen book of the jobs
     # (`controller.views.Frozen`: a Python call per lookup) instead of a copy of every one.
     reads_few_jobs: bool = False
+    # False: `admit` sorts every job and asks each pending job's verdict, every decision (the slow reference).
+    kept_line: ClassVar[bool] = True
 
     def admit(self, snap: Snapshot, ws: Workspace) -> list[JobView]:
         """Phase 2: reject pending jobs that can never fit (with the reason); order the rest."""
+        if self.kept_line:
+            return self._admit_from_line(snap, ws)
         ordered = self.order(snap)
         pending = snap.pending_ids
         if pending is None:
@@ -210,15 +230,28 @@ class Cycle:
                 reason = never[jid] = never_fits(snap.jobs[jid].spec, snap, ws.memo)
             if reason:
                 bad[jid] = reason
-        if not bad:
-            return list(ordered)
-        admitted = []
-        for job in ordered:
-            if job.id in bad:
-                ws.rejected[job.id] = bad[job.id]
-            else:
-                admitted.append(job)
-        return admitted
+        return _without(ordered, bad, ws)
+
+    def _admit_from_line(self, snap: Snapshot, ws: Workspace) -> list[JobView]:
+        """`admit` with the never-fits verdicts (and, in submit order, the pending jobs' order) kept across
+        decisions in `line`: C-level passes and a Python step per job that joined, never one per pending job.
+        Submit order merges the line with the sorted others (running jobs: few beside a long line)."""
+        line = self.line = self.line or PendingLine()
+        pending = snap.pending_ids
+        if pending is None:
+            pending = tuple(jid for jid, j in snap.jobs.items() if j.pending)
+        line.sync(snap, pending, ws.memo)
+        bad = line.bad
+        if self.order is not by_submit_time:
+            return _without(self.order(snap), line.rejected(line.ids, ws.memo), ws)
+        if bad:
+            ws.rejected.update(line.rejected(line.ids, ws.memo))  # (in line order: the order's own)
+        jobs = snap.jobs
+        others = jobs.keys() - line.key_of.keys()
+        keys = line.keys + sorted(zip(map(_SUBMIT, map(jobs.__getitem__, others)), others, strict=True))
+        keys.sort()  # (two sorted runs: one merge)
+        ids = map(_KEY_ID, keys)
+        return list(map(jobs.__getitem__, filterfalse(bad.__contains__, ids) if bad else ids))
 
     def decide(self, snap: Snapshot) -> Plan:
         if self.from_line is not None and self.pending_only and not self.preemptive and not self.after:

@@ -41,6 +41,8 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress, count, repeat
+from operator import attrgetter, is_not, itemgetter
 from typing import NamedTuple
 
 from trainmaster.core.errors import SpecError
@@ -62,6 +64,11 @@ INTERVAL_S = 60.0
 EXPLORE = 2
 
 OBJECTIVES = ("rate", "time")
+_ID = attrgetter("id")
+_SPEC = attrgetter("spec")  # (of a view, a `_Shape`, or `_UNSEEN`)
+_TOTAL = attrgetter("total")
+_KEY = attrgetter("key")
+_GPUS = itemgetter(2)
 _STEPS = ((1, 0), (0, 1), (1, 1))  # increments: (+workers, +ps)
 
 
@@ -133,6 +140,27 @@ def _jumps(st: _Job, free: list[int], *, far: bool = False) -> list[_Step]:
     return out
 
 
+class _Misfits(dict[tuple[int, int, int], Wait]):
+    """One shared wait per minimum (its integers) that did not fit, made on first ask and rendered once."""
+
+    def __init__(self, free: Resources) -> None:
+        super().__init__()
+        self.free = free  # the free total before the minimums pass, which every wait names
+
+    def __missing__(self, key: tuple[int, int, int]) -> Wait:
+        wait = self[key] = Wait(WaitKind.GANG, f"optimus: minimum {Resources(*key)} does not fit ({self.free} free)")
+        return wait
+
+
+class _Unseen:
+    """Stands for the kept shape of a job without one: its spec (None) is no job's."""
+
+    spec = None
+
+
+_UNSEEN = _Unseen()
+
+
 class _Shape(NamedTuple):
     """What `Optimus.size` needs of a job at every decision, worked out once (specs never change)."""
 
@@ -184,6 +212,8 @@ class Optimus:
     name = "optimus"
     uses_models = True  # the controller attaches online model fitting (controller/learning.py)
     reads_few_jobs = False  # the greedy reads every job (Policy protocol)
+    # False: every job after the GPUs ran out visited one by one, in `size` and in `place` (the slow reference).
+    misfit_tail = True
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
                  interval: float | None = INTERVAL_S, goodput: bool = False) -> None:
@@ -193,6 +223,7 @@ class Optimus:
         self.goodput = goodput
         self._seq = itertools.count()
         self._shapes: dict[str, _Shape] = {}
+        self._floor = 1 << 30  # the fewest GPUs any minimum worked out so far asks for (`_misfit_tail`'s cue)
         self.restart_penalty = restart_penalty
         self.held_in_bulk = True  # False: unchanged running jobs assigned one by one (the slow reference)
         self.interval = interval
@@ -210,20 +241,21 @@ class Optimus:
         state: dict[str, _Job] = {}
         sizes: Sizes = {}
         waits, models = ws.waits, snap.models
-        misfits: dict[tuple[int, int, int], Wait] = {}  # one shared wait per minimum that did not fit (rendered once)
+        misfits = _Misfits(ws.total_free)
         shapes = self._shapes
-        for job in jobs:  # 1. minimums in arrival order
+        tail = self.misfit_tail
+        for i, job in enumerate(jobs):  # 1. minimums in arrival order
+            if tail and free[2] < self._floor:  # (once a decision: every later job may wait at once)
+                tail = False
+                if self._misfit_tail(jobs, i, total, free[2], misfits, waits):
+                    break
             jid = job.id
             shape = shapes.get(jid)
             if shape is None or shape.spec is not job.spec or (shape.total is not total and shape.total != total):
                 shape = self._shape(job, total)
             cpu, memory, gpus = key = shape.key
             if cpu > free[0] or memory > free[1] or gpus > free[2]:
-                wait = misfits.get(key)
-                if wait is None:
-                    wait = misfits[key] = Wait(WaitKind.GANG,
-                                               f"optimus: minimum {shape.least} does not fit ({ws.total_free} free)")
-                waits[jid] = wait  # (`Workspace.block` with a shared `Wait`)
+                waits[jid] = misfits[key]  # (`Workspace.block` with a shared `Wait`)
                 continue
             free[0] -= cpu
             free[1] -= memory
@@ -271,10 +303,34 @@ class Optimus:
         if len(self._shapes) > 4 * 10**5:
             self._shapes.clear()
         least = job.spec.min_resources
+        self._floor = min(self._floor, least.gpu)
         at_min = {Role.WORKER: worker.min, Role.PS: ps_spec.min} if ps_spec else {Role.WORKER: worker.min}
         shape = self._shapes[job.id] = _Shape(job.spec, total, least, tuple(steps),
                                               (least.cpu, least.memory, least.gpu), at_min)
         return shape
+
+    def _misfit_tail(self, jobs: list[JobView], start: int, total: Resources, gpus: int, misfits: _Misfits,
+                     waits: dict[str, Wait]) -> bool:
+        """The minimums pass from `jobs[start]` on when none of those minimums fits `gpus` free GPUs: each job
+        waits with its minimum's misfit wait, in C-level passes (on a busy cluster most of the line, every
+        decision). Checked, not assumed: False when some minimum might fit (only shapes worked out then)."""
+        rest = jobs[start:]
+        ids = list(map(_ID, rest))
+        shapes = self._shapes
+        for job in compress(rest, map(is_not, map(_SPEC, rest), map(_SPEC, map(shapes.get, ids, repeat(_UNSEEN))))):
+            self._shape(job, total)  # new, or a new spec
+        try:
+            got = list(map(shapes.__getitem__, ids))
+        except KeyError:  # (the kept shapes were cleared meanwhile: one by one instead)
+            return False
+        for at in compress(count(), map(is_not, map(_TOTAL, got), repeat(total))):
+            if got[at].total != total:  # (a cluster of the same total keeps its shapes)
+                got[at] = self._shape(rest[at], total)
+        keys = list(map(_KEY, got))
+        if min(map(_GPUS, keys), default=gpus + 1) <= gpus:
+            return False
+        waits.update(zip(ids, map(misfits.__getitem__, keys), strict=True))
+        return True
 
     def _grow(self, state: dict[str, _Job], free: list[int], *, far: bool) -> None:
         """The greedy: pop the best increment, take it if it fits, push the job's next (`far`: see `_jumps`)."""
@@ -338,7 +394,7 @@ class Optimus:
         keep: list[JobView] = []
         rest: list[JobView] = []
         running, starting = JobState.RUNNING, JobState.STARTING
-        for j in jobs:
+        for j in self._sized(jobs, sizes, ws):
             want = sizes.get(j.id)
             if want is not None:
                 alloc, state = j.allocation, j.state  # (`JobView.active` and `Allocation.__bool__`, inlined)
@@ -354,6 +410,18 @@ class Optimus:
         for job in rest:
             self._place(job, sizes[job.id], ws, blocked)
         return blocked
+
+    def _sized(self, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]], ws: Workspace) -> list[JobView]:
+        """The jobs with a size, in `jobs`' order: read off `sizes`, whose keys `size` adds in that order
+        (checked against `ws.rank`, C-level), not a pass over every job (most of them wait without one)."""
+        rank = ws.rank
+        if self.misfit_tail and sizes.keys() <= rank.keys():
+            at = list(map(rank.__getitem__, sizes))
+            if at == sorted(at) and max(at, default=-1) < len(jobs):
+                sized = list(map(jobs.__getitem__, at))
+                if list(map(_ID, sized)) == list(sizes):  # (the rank is of these jobs)
+                    return sized
+        return jobs
 
     @staticmethod
     def _place(job: JobView, want: Mapping[Role, int], ws: Workspace, blocked: list[JobView]) -> None:

@@ -1,0 +1,82 @@
+"""optimus' minimums pass ends in one step once no later minimum fits (`Optimus._misfit_tail`), exactly.
+
+Past the point where free GPUs are fewer than any minimum asks for, the reference visits every later job
+to give it its minimum's misfit wait; the tail path gives them all at once after checking that none of
+their minimums fits. Contended workloads (a long line, sized jobs with models, the trainmaster preset that
+sizes with the same greedy) replay with and without it: every plan, the order of its allocations, its waits
+in order and the shared wait objects must be equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from tests.replay_helpers import Recorder
+
+from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
+from trainmaster.controller.loop import Controller
+from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import Role
+from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.policies import trainmaster
+from trainmaster.policies.cycle import Cycle
+from trainmaster.policies.optimus import Optimus
+from trainmaster.policies.snapshot import Plan
+from trainmaster.workloads.base import Workload
+from trainmaster.workloads.loaders import load_workload
+from trainmaster.workloads.ps_truth import ps_workload
+
+
+def replay(preset: str, workload: Workload, cluster: str, tail: bool, monkeypatch: pytest.MonkeyPatch
+           ) -> tuple[list[Plan], list[bool]]:
+    """Every plan, and what each try of the tail path returned."""
+    tries: list[bool] = []
+    fast = Optimus._misfit_tail
+
+    def counted(self: Optimus, *args: object) -> bool:
+        done = fast(self, *args)  # type: ignore[arg-type]
+        tries.append(done)
+        return done
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Optimus, "misfit_tail", tail)
+        patch.setattr(Optimus, "_misfit_tail", counted)
+        cycle: Cycle = Optimus().cycle if preset == "optimus" else trainmaster.make()
+        recorder = Recorder(cycle)
+        recorder.uses_models = True  # (both presets': the controller fits models online from reports)
+        engine = SimEngine(parse_shorthand(cluster), workload, SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
+        Controller(engine, recorder).run()
+    return recorder.plans, tries
+
+
+def workload(name: str) -> Workload:
+    if name == "line":  # a long line at minimum sizes (no targets: no model predicts)
+        return load_workload("synthetic:300:20", max_factor=2.0, seed=11, oracle=True)
+    if name == "mixed":  # the first jobs ask for 3 GPUs: a 1-GPU job that joins the tail may still fit
+        line = load_workload("synthetic:120:20", max_factor=2.0, seed=11, oracle=True)
+        return replace(line, jobs=tuple(
+            replace(j, spec=replace(j.spec, roles={Role.WORKER: replace(j.spec.roles[Role.WORKER], min=3,
+                                                                         max=max(3, j.spec.roles[Role.WORKER].max))}))
+            if k < 40 else j for k, j in enumerate(line.jobs)))
+    return ps_workload(60, rate_per_hour=60, seed=3)  # loss targets: models predict, jobs grow and shrink
+
+
+@pytest.mark.parametrize(("preset", "name", "cluster"),
+                         [("optimus", "line", "4x4"), ("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"),
+                          ("trainmaster", "line", "4x4")])
+def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, tries = replay(preset, workload(name), cluster, True, monkeypatch)
+    slow, none = replay(preset, workload(name), cluster, False, monkeypatch)
+    assert len(fast) == len(slow) > 50
+    for a, b in zip(fast, slow, strict=True):
+        assert a == b
+        assert list(a.allocations) == list(b.allocations)  # (the order the controller's actions follow)
+        assert list(a.waits) == list(b.waits)
+        assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
+        assert len({id(w) for w in a.waits.values()}) == len({id(w) for w in b.waits.values()})  # shared alike
+    assert not none  # the reference never tried it
+    assert sum(tries) > 20  # the tail path served
+    if name == "mixed":  # and found, once, a minimum in the tail that might fit: one by one from there
+        assert False in tries
