@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import chain, filterfalse, islice
-from operator import attrgetter
+from itertools import chain, compress, filterfalse, islice
+from operator import and_, attrgetter, eq, is_not, not_, truth
 from time import perf_counter
 from types import MappingProxyType
 
@@ -42,6 +42,8 @@ LinePlace = Callable[[Snapshot, list[str], PendingLine, Workspace], bool]  # `Cy
 
 _SUBMIT_ORDER = attrgetter("submit_time", "id")
 _ID = attrgetter("id")
+_TASKS = attrgetter("tasks")
+_ROLE_COUNTS = attrgetter("role_counts")
 
 
 def by_submit_time(snap: Snapshot) -> list[JobView]:
@@ -68,6 +70,35 @@ def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
     return sizes
 
 
+class KeptSizes:
+    """`current_or_min` for the jobs whose view changed; the others' sizes as an earlier decision made them.
+
+    A job's size reads its view alone (allocation, state, spec: a frozen view), and the controller rebuilds a
+    view only when its record changes (identity is the key), so an unchanged job costs C-level lookups instead
+    of a dict built per decision. The size dicts are shared across decisions: only for presets whose later
+    phases may replace a size but never edit one in place (`apply_objectives` replaces; tiresias' and srtf's
+    place and preemption only read). Its state (the views and sizes last seen) is the preset's, declared here.
+    The reference: `current_or_min` itself as the size hook.
+    """
+
+    def __init__(self) -> None:
+        self.views: dict[str, JobView] = {}
+        self.sizes: Sizes = {}
+
+    def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+        views, kept = self.views, self.sizes
+        ids = list(map(_ID, jobs))
+        changed = list(compress(jobs, map(is_not, jobs, map(views.get, ids))))
+        if changed:
+            kept.update(current_or_min(snap, changed, ws))
+            views.update(zip(map(_ID, changed), changed, strict=True))
+            if len(views) > 4 * len(ids) + 256:  # (jobs that left: forget them once they are most of it)
+                self.views = {jid: views[jid] for jid in ids}
+                self.sizes = {jid: kept[jid] for jid in ids}
+                kept = self.sizes
+        return dict(zip(ids, map(kept.__getitem__, ids), strict=True))
+
+
 GangKey = tuple[object, ...]
 
 
@@ -85,11 +116,27 @@ def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | 
     return (spec.transient is TransientUse.NEVER, spec.require_gpu_types, role, r.cpu, r.memory, r.gpu, n)
 
 
-def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
+def _holding_alike(jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]], ws: Workspace) -> list[JobView]:
+    """`jobs` less those that hold here, at the start of the place phase, tasks whose counts per role are
+    their size (the place loop's first test keeps them as they are, and nothing the loop does for another
+    job changes what they hold). C-level passes: most live jobs of a busy cluster keep what they hold."""
+    allocations = ws.allocations
+    both = list(allocations.keys() & sizes.keys())
+    held = list(map(allocations.__getitem__, both))
+    alike = map(and_, map(truth, map(_TASKS, held)), map(eq, map(_ROLE_COUNTS, held), map(sizes.__getitem__, both)))
+    keep = set(compress(both, alike))
+    if not keep:
+        return jobs
+    return list(compress(jobs, map(not_, map(keep.__contains__, map(_ID, jobs)))))
+
+
+def place_in_order(strict: bool, skip_misfits: bool = True, skip_held: bool = True) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
     `skip_misfits`: a pending job whose gang (`gang_key`) did not fit, with nothing placed or released
     since, waits with the same wait without a search (most of a long line, on a busy cluster).
+    `skip_held`: the jobs that keep what they hold are left out in C-level passes (`_holding_alike`) instead
+    of a step each (False: the reference, a step each).
     """
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
@@ -98,6 +145,8 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
         head: JobView | None = None
         failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
         mixed = skip_misfits and ws.memo.traits.mixed
+        if skip_held:
+            jobs = _holding_alike(jobs, sizes, ws)
         for job in jobs:
             want = sizes.get(job.id)
             if want is None:
