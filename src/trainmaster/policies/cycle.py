@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain, compress, filterfalse, islice
-from operator import and_, attrgetter, eq, is_not, not_, truth
+from operator import attrgetter, is_not
 from time import perf_counter
 from types import MappingProxyType
 
@@ -42,8 +42,6 @@ LinePlace = Callable[[Snapshot, list[str], PendingLine, Workspace], bool]  # `Cy
 
 _SUBMIT_ORDER = attrgetter("submit_time", "id")
 _ID = attrgetter("id")
-_TASKS = attrgetter("tasks")
-_ROLE_COUNTS = attrgetter("role_counts")
 
 
 def by_submit_time(snap: Snapshot) -> list[JobView]:
@@ -116,27 +114,11 @@ def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | 
     return (spec.transient is TransientUse.NEVER, spec.require_gpu_types, role, r.cpu, r.memory, r.gpu, n)
 
 
-def _holding_alike(jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]], ws: Workspace) -> list[JobView]:
-    """`jobs` less those that hold here, at the start of the place phase, tasks whose counts per role are
-    their size (the place loop's first test keeps them as they are, and nothing the loop does for another
-    job changes what they hold). C-level passes: most live jobs of a busy cluster keep what they hold."""
-    allocations = ws.allocations
-    both = list(allocations.keys() & sizes.keys())
-    held = list(map(allocations.__getitem__, both))
-    alike = map(and_, map(truth, map(_TASKS, held)), map(eq, map(_ROLE_COUNTS, held), map(sizes.__getitem__, both)))
-    keep = set(compress(both, alike))
-    if not keep:
-        return jobs
-    return list(compress(jobs, map(not_, map(keep.__contains__, map(_ID, jobs)))))
-
-
-def place_in_order(strict: bool, skip_misfits: bool = True, skip_held: bool = True) -> PlaceHook:
+def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
     `skip_misfits`: a pending job whose gang (`gang_key`) did not fit, with nothing placed or released
     since, waits with the same wait without a search (most of a long line, on a busy cluster).
-    `skip_held`: the jobs that keep what they hold are left out in C-level passes (`_holding_alike`) instead
-    of a step each (False: the reference, a step each).
     """
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
@@ -145,18 +127,18 @@ def place_in_order(strict: bool, skip_misfits: bool = True, skip_held: bool = Tr
         head: JobView | None = None
         failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
         mixed = skip_misfits and ws.memo.traits.mixed
-        if skip_held:
-            jobs = _holding_alike(jobs, sizes, ws)
-        for job in jobs:
-            want = sizes.get(job.id)
+        allocations, wanted = ws.allocations, sizes.get  # (the workspace never rebinds its allocations)
+        for job in jobs:  # (a step per live job, most of them keeping what they hold: kept lean)
+            want = wanted(job.id)
             if want is None:
                 continue
-            if head is not None and not (job.active and job.id in ws.allocations):
+            if head is not None and not (job.active and job.id in allocations):
                 ws.block_behind(job.id, head.id)
                 blocked.append(job)
                 continue
-            held = ws.allocations.get(job.id)
-            if held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
+            held = allocations.get(job.id)
+            if held is not None and held.tasks and (  # (`Allocation.__bool__`, inlined)
+                    held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
             key = None
             if skip_misfits and not held and not job.allocation.tasks:
