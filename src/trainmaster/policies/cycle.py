@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import chain, filterfalse, islice
-from operator import attrgetter, itemgetter
+from itertools import chain, compress, filterfalse, islice
+from operator import attrgetter, is_not, itemgetter
 from time import perf_counter
 from types import MappingProxyType
 from typing import ClassVar
@@ -71,6 +71,35 @@ def current_or_min(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
     return sizes
 
 
+class KeptSizes:
+    """`current_or_min` for the jobs whose view changed; the others' sizes as an earlier decision made them.
+
+    A job's size reads its view alone (allocation, state, spec: a frozen view), and the controller rebuilds a
+    view only when its record changes (identity is the key), so an unchanged job costs C-level lookups instead
+    of a dict built per decision. The size dicts are shared across decisions: only for presets whose later
+    phases may replace a size but never edit one in place (`apply_objectives` replaces; tiresias' and srtf's
+    place and preemption only read). Its state (the views and sizes last seen) is the preset's, declared here.
+    The reference: `current_or_min` itself as the size hook.
+    """
+
+    def __init__(self) -> None:
+        self.views: dict[str, JobView] = {}
+        self.sizes: Sizes = {}
+
+    def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+        views, kept = self.views, self.sizes
+        ids = list(map(_ID, jobs))
+        changed = list(compress(jobs, map(is_not, jobs, map(views.get, ids))))
+        if changed:
+            kept.update(current_or_min(snap, changed, ws))
+            views.update(zip(map(_ID, changed), changed, strict=True))
+            if len(views) > 4 * len(ids) + 256:  # (jobs that left: forget them once they are most of it)
+                self.views = {jid: views[jid] for jid in ids}
+                self.sizes = {jid: kept[jid] for jid in ids}
+                kept = self.sizes
+        return dict(zip(ids, map(kept.__getitem__, ids), strict=True))
+
+
 GangKey = tuple[object, ...]
 
 
@@ -101,16 +130,18 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
         head: JobView | None = None
         failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
         mixed = skip_misfits and ws.memo.traits.mixed
-        for job in jobs:
-            want = sizes.get(job.id)
+        allocations, wanted = ws.allocations, sizes.get  # (the workspace never rebinds its allocations)
+        for job in jobs:  # (a step per live job, most of them keeping what they hold: kept lean)
+            want = wanted(job.id)
             if want is None:
                 continue
-            if head is not None and not (job.active and job.id in ws.allocations):
+            if head is not None and not (job.active and job.id in allocations):
                 ws.block_behind(job.id, head.id)
                 blocked.append(job)
                 continue
-            held = ws.allocations.get(job.id)
-            if held and (held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
+            held = allocations.get(job.id)
+            if held is not None and held.tasks and (  # (`Allocation.__bool__`, inlined)
+                    held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
             key = None
             if skip_misfits and not held and not job.allocation.tasks:

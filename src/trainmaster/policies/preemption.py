@@ -205,10 +205,18 @@ class VictimRule(ABC):
 
 class LowerRank(VictimRule):
     """Jobs ranked after the claimant, lowest ranked first. One pass over the holders for all claimants:
-    claimants come in rank order, so what is held below the current one only shrinks."""
+    claimants come in rank order, so what is held below the current one only shrinks.
+
+    `lazy_sums`: what each holder holds (an `Allocation.resources` call each) is read only for the holders
+    ranked after the first claimant whose room is asked (those ahead of it are never candidates nor summed:
+    often most of them, the running jobs ranked ahead of the waiting ones), when that first room is asked:
+    nothing has changed in the workspace before (integer sums: the same room as the total less those ahead).
+    False: every holder's, at set-up (the reference).
+    """
 
     migrate = True
     monotone = True  # what holders ranked after the claimant and the free capacity add up to only shrinks
+    lazy_sums = True
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -218,12 +226,22 @@ class LowerRank(VictimRule):
         # Victims come off the end. (C-level key when every holder is ranked, as in a full pass.)
         ranked = len(rank.keys() & allocations.keys()) == len(allocations)
         self.holders = sorted(allocations, key=rank.__getitem__ if ranked else self._rank)
-        jobs = ws.snap.jobs
-        held = list(map(Allocation.resources, map(allocations.__getitem__, self.holders),
-                        map(_SPEC, map(jobs.__getitem__, self.holders))))
-        self.held = dict(zip(self.holders, held, strict=True))
+        self.held: dict[str, Resources] = {}  # what holders[summed:] hold
+        self.below = Resources()  # held by holders[cursor:end], once summed
+        self.summed: int | None = None  # from which holder `held` and `below` were read (None: not yet)
+        self.cursor, self.end, self.k = 0, len(self.holders), len(self.holders)
+        if not self.lazy_sums:
+            self._sum(0)
+
+    def _sum(self, start: int) -> None:
+        """Read what holders[start:] hold (the workspace as at set-up) into `held` and `below`."""
+        jobs, allocations = self.ws.snap.jobs, self.ws.allocations
+        ids = self.holders[start:]
+        held = list(map(Allocation.resources, map(allocations.__getitem__, ids),
+                        map(_SPEC, map(jobs.__getitem__, ids))))
+        self.held = dict(zip(ids, held, strict=True))
         self.below = Resources(sum(map(_CPU, held)), sum(map(_MEMORY, held)), sum(map(_GPU, held)))
-        self.cursor, self.end, self.k = 0, len(self.holders), len(self.holders)  # below: held by [cursor:end]
+        self.summed = self.cursor = start
 
     def _rank(self, jid: str) -> int:
         return self.ws.rank.get(jid, self.last)
@@ -243,7 +261,9 @@ class LowerRank(VictimRule):
         cursor, end, holders, rank, last = self.cursor, self.end, self.holders, self.ws.rank, self.last
         while cursor < end and rank.get(holders[cursor], last) <= mine:
             cursor += 1
-        if cursor > self.cursor:
+        if self.summed is None:  # (`lazy_sums`: the first room asked, nothing changed since set-up)
+            self._sum(cursor)
+        elif cursor > self.cursor:
             passed = list(map(self.held.__getitem__, islice(holders, self.cursor, cursor)))
             below = self.below
             self.below = Resources(below.cpu - sum(map(_CPU, passed)), below.memory - sum(map(_MEMORY, passed)),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from trainmaster.policies.cycle import Cycle, current_or_min, place_in_order
+from trainmaster.policies.cycle import Cycle, KeptSizes, place_in_order
 from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Snapshot
 
@@ -27,5 +27,5 @@ def by_remaining(snap: Snapshot) -> list[JobView]:
 
 
 def make() -> Cycle:
-    return Cycle(name="srtf", order=by_remaining, size=current_or_min, place=place_in_order(strict=False),
+    return Cycle(name="srtf", order=by_remaining, size=KeptSizes(), place=place_in_order(strict=False),
                  after=(preempt_lower,))

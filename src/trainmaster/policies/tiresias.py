@@ -31,7 +31,7 @@ from operator import attrgetter, is_, is_not, itemgetter
 
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
-from trainmaster.policies.cycle import Cycle, current_or_min, place_in_order
+from trainmaster.policies.cycle import Cycle, KeptSizes, place_in_order
 from trainmaster.policies.pending import PendingDemand
 from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
@@ -368,7 +368,7 @@ class Tiresias(Cycle):
 
     def __init__(self, threshold: float, starvation: float | None, tick: float) -> None:
         self.ranks = TiresiasOrder(threshold, starvation)  # the queues: the state kept between decisions
-        super().__init__(name="tiresias", order=self.ranks, size=current_or_min,
+        super().__init__(name="tiresias", order=self.ranks, size=KeptSizes(),
                          place=place_in_order(strict=False), after=(preempt_lower,))
         self.tick = tick
         self.demand = PendingDemand()  # the pending jobs' minimums in all, kept across decisions
