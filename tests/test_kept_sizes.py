@@ -15,7 +15,10 @@ import pytest
 from tests.replay_helpers import Recorder
 
 from trainmaster.controller.loop import Controller
+from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import Role, simple_job
+from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies import cycle, srtf, tiresias
 from trainmaster.policies.cycle import Cycle, KeptSizes, Sizes
@@ -66,3 +69,27 @@ def test_kept_sizes_and_lazy_sums_plan_alike(make: Callable[[], Cycle],
         assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
     assert fast_sized < slow_sized / 3  # most jobs' sizes were kept
     assert slow_left_out == 0 < fast_left_out  # holders ranked ahead of the first claimant were not summed
+
+
+def test_kept_sizes_follow_a_new_view_of_the_same_job() -> None:
+    """A job's next view (resized, then preempted) is sized afresh, not from what its id held before; an
+    unchanged view keeps its earlier dict. The replays above cannot tell identity from id: there every size
+    is the job's minimum, so this asks directly."""
+    cluster = parse_shorthand("2x4")
+    spec = simple_job("j", 1, min_gpus=1, max_gpus=4)
+    one = Allocation.of([Placement(Role.WORKER, "n0")])
+    three = Allocation.of([Placement(Role.WORKER, "n0"), Placement(Role.WORKER, "n0"), Placement(Role.WORKER, "n1")])
+    views = [JobView(id="j", spec=spec, state=JobState.RUNNING, submit_time=0, allocation=one),
+             JobView(id="j", spec=spec, state=JobState.RUNNING, submit_time=0, allocation=three),
+             JobView(id="j", spec=spec, state=JobState.PENDING, submit_time=0)]
+    kept = KeptSizes()
+    seen = []
+    for view in views:
+        snap = Snapshot(now=0, cluster=cluster, jobs={"j": view}, free={n.name: n.capacity for n in cluster.nodes})
+        ws = Workspace(snap)
+        first = kept(snap, [view], ws)
+        assert first == cycle.current_or_min(snap, [view], ws)
+        again = kept(snap, [view], ws)
+        assert again == first and again["j"] is first["j"]  # unchanged view: the kept dict itself
+        seen.append(first["j"][Role.WORKER])
+    assert seen == [1, 3, 1]
