@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.presets import CLUSTER, SETTINGS, _range, workload
+from bench.presets import CLUSTER, SETTINGS, parse_range, workload
 from trainmaster.cli.simulate import config_for, sim_config
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"--modes takes WHAT[-reported][-free], WHAT one of {', '.join(WHAT)}")
     loads = [float(x) for x in args.loads.split(",") if x]
     settings = [s for s in args.settings.split(",") if s]
-    indexes = _range(args.workloads)
+    indexes = parse_range(args.workloads)
     cpu = 0.0
     print(f"| setting | mode | {' | '.join(f'load {x:g}' for x in loads)} |")
     print("| --- | --- |" + " ---: |" * len(loads))

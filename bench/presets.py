@@ -143,11 +143,15 @@ def run(task: Task) -> Outcome:
                    s.restarts + s.resizes + s.preemptions, fairness, time.process_time() - started)
 
 
-def _range(text: str) -> list[int]:
+def parse_range(text: str) -> list[int]:
+    """`--workloads`' form, `1,3-5` -> [1, 3, 4, 5]; anything else ends the run with one line naming the flag."""
     out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        sys.exit(f"--workloads takes numbers and ranges, e.g. 1,2 or 1-8 (got {text!r})")
     return out
 
 
@@ -267,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     args.settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     if not set(args.settings) <= set(SETTINGS) or args.jobs < 1:
         sys.exit(f"--settings takes {', '.join(SETTINGS)}; --jobs at least 1")
-    args.workloads = _range(args.workloads)
+    args.workloads = parse_range(args.workloads)
     todo = list(tasks(args))
     command = ("python -m bench.presets " + " ".join(sys.argv[1:] if argv is None else argv)).strip()
     started = time.perf_counter()

@@ -129,3 +129,9 @@ def test_the_bound_per_epoch_sums_to_the_bound() -> None:
     assert abs(sum(e[1] for e in epochs) - seconds) < 1e-6 and (replicas, batch) == epochs[-1][2:]
     assert epochs[0][0] < 1.0 < 100.0 < epochs[-1][0]  # the truth: small batches pay only early
     assert epochs[0][2] * epochs[0][3] < epochs[-1][2] * epochs[-1][3]
+
+
+def test_workload_ranges_parse_and_a_bad_one_names_the_flag() -> None:
+    assert presets.parse_range("1,3-5") == [1, 3, 4, 5]
+    with pytest.raises(SystemExit, match=r"--workloads takes numbers and ranges.*'1-x'"):
+        presets.parse_range("1-x")

@@ -60,7 +60,7 @@ def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
               ws: Workspace) -> list[JobView]:
-        book = ws.book if ws.snap.queues else None  # (without queue definitions: no quota, no share to read)
+        book = ws.book if ws.queued else None  # (without queue definitions: no quota, no share to read)
         blocked: list[JobView] = []
         allocations = ws.allocations
         # Running jobs first: keep, or shrink to what phase 3 asked (growth waits for pending jobs).
@@ -77,7 +77,7 @@ def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
                 try_place(ws, job, want)
         pending = [j for j in jobs if j.pending and j.id in sizes]
         head: JobView | None = None
-        queues = bool(ws.snap.queues)  # (as `try_place` reads it)
+        queues = ws.queued  # (as `try_place` reads it)
         rooms: dict[tuple[Resources, int, Resources], Wait] = {}  # one shared wait per gang that did not fit
         # The one-role gangs that did not fit in the free total `seen` (the same object: nothing placed or
         # released since), by (cpu, memory, gpu) per task and tasks: their wait from `rooms`, without the

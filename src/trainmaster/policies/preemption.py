@@ -298,7 +298,7 @@ class QueueRules(VictimRule):
     def idle(self, claimants: list[JobView]) -> bool:
         """Without queue definitions nobody may reclaim, and whom a claimant may evict follows its kind and
         priority alone (`_Holders.any`): one test per distinct (kind, priority) among the claimants."""
-        if self.ws.snap.queues:  # (reclaim follows each claimant's queue and quota: tested per claimant)
+        if self.ws.queued:  # (reclaim follows each claimant's queue and quota: tested per claimant)
             return False
         one_each = dict(zip(map(_KIND_PRIORITY, claimants), claimants, strict=True))
         return not any(self.holders.any(claimant, False) for claimant in one_each.values())
@@ -407,7 +407,7 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     misfits: dict[GangKey, Resources] = {}  # gangs that did not fit as is (`_evict_for`)
     # A gang's key serves the as-is misfits (`try_first`) and the lost gangs (`monotone`); no more.
     keyed = (rule.shortcuts and (rule.try_first or rule.monotone)
-             and not (rule.quota_aware and ws.snap.queues))  # (quotas: more than the gang)
+             and not (rule.quota_aware and ws.queued))  # (quotas: more than the gang)
     mixed = (keyed or rule.migrate) and ws.memo.traits.mixed
     gangs, wants, allocations, rejected = ws.gangs, ws.want, ws.allocations, ws.rejected
     claimants = rule.claimants(blocked)
@@ -442,7 +442,7 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
             ws.note(claimant.id, f"started by preempting {len(evicted)} job(s)")
         for victim, held, kind in reversed(evicted):
             if rule.put_back and ws.fits(victim, held) and (
-                    not ws.snap.queues or ws.book.quota_problem(victim, None, held) is None):  # (none: no quota)
+                    not ws.queued or ws.book.quota_problem(victim, None, held) is None):  # (none: no quota)
                 ws.assign(victim, held)  # not needed after all
                 continue
             _victim_waits(ws, claimant, kind, victim)

@@ -34,7 +34,7 @@ def try_place(ws: Workspace, job: JobView, counts: Mapping[Role, int]) -> Alloca
     held = ws.allocations.get(job.id)
     need = demand(job.spec, counts)
     mine = held.resources(job.spec) if held else Resources()
-    queues = bool(ws.snap.queues)
+    queues = ws.queued
     if queues and ws.book.hard_quota_blocks(job, need - mine):
         return ws.book.quota_problem(job, held, Allocation.of(Placement(r, "") for r, n in counts.items()
                                                               for _ in range(n))) or "above a hard quota"

@@ -246,6 +246,8 @@ class Workspace:
                  scoring: Scoring = TIGHTEST) -> None:
         """Start from the snapshot's free capacity, or from an empty cluster (`empty=True`)."""
         self.snap = snap
+        # Whether queue definitions exist: without them no quota, share or reclaim applies (one name for it).
+        self.queued = bool(snap.queues)
         self.memo = memo.fresh(snap.cluster) if memo is not None else ClusterMemo(snap.cluster)
         self.scoring = bind(scoring, snap, self.memo.traits) if scoring is not TIGHTEST else TIGHTEST
         self._by_class = self.scoring is not TIGHTEST and by_class(self.scoring)  # see `_best_by_class`
