@@ -53,18 +53,6 @@ def test_reporter_aggregates_and_batches_writes(tmp_path: Path) -> None:
     assert lines[-1]["checkpoint"] == 1.0
 
 
-def test_a_line_carries_the_mean_sync_time_of_its_steps(tmp_path: Path) -> None:
-    path = tmp_path / "r.jsonl"
-    rep = Reporter(str(path), interval=3600, resolution=3600)
-    rep.report(1)  # the first line, at once: no sync measured yet
-    for step, sync in ((2, 0.01), (3, 0.03)):
-        rep.add_sync(sync)
-        rep.report(step)
-    rep.close()
-    lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert "sync_time" not in lines[0] and lines[-1]["sync_time"] == pytest.approx(0.02)
-
-
 def test_a_loss_tensor_is_read_once_per_line_not_per_step(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     rep = Reporter(str(path), interval=3600, resolution=3600)

@@ -42,7 +42,6 @@ class Report:
     batch: int | None = None  # global batch the job ran these steps at (batch-size adaptation)
     grad_sqr: float | None = None  # squared norm of the gradient (goodput: the noise scale's signal)
     grad_var: float | None = None  # its variance at the job's base batch (the noise)
-    sync_time: float | None = None  # seconds per step spent in gradient sync (all-reduce), part of the step time
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,14 +55,12 @@ class Progress:
     batch: int | None = None  # the last global batch a line named (batch-size adaptation)
     grad_sqr: float | None = None  # the last gradient statistics a line carried (goodput)
     grad_var: float | None = None
-    sync_time: float | None = None  # mean seconds per step in gradient sync over the lines that carried it
 
     def report(self, now: float, job_id: str, allocation: Allocation, *, epoch: bool = True) -> Report:
         """The `Report` these lines make; `epoch=False` leaves the epoch out (a job's last lines, at exit)."""
         return Report(now, job_id, self.step, loss=self.loss, samples_per_s=self.samples_per_s,
                       steps_per_s=self.steps_per_s, allocation=allocation, epoch=self.epoch if epoch else None,
-                      batch=self.batch, grad_sqr=self.grad_sqr, grad_var=self.grad_var,
-                      sync_time=self.sync_time)
+                      batch=self.batch, grad_sqr=self.grad_sqr, grad_var=self.grad_var)
 
 
 class ProgressFolder:
@@ -90,13 +88,11 @@ class ProgressFolder:
         batches = [int(x["batch"]) for x in lines if isinstance(x.get("batch"), int | float) and x["batch"] >= 1]
         grads = [(float(x["grad_sqr"]), float(x["grad_var"])) for x in lines
                  if isinstance(x.get("grad_sqr"), int | float) and isinstance(x.get("grad_var"), int | float)]
-        syncs = [float(x["sync_time"]) for x in lines if isinstance(x.get("sync_time"), int | float)]
         return Progress(step=int(end["step"]), loss=sum(losses) / len(losses) if losses else None,
                         steps_per_s=steps_per_s, samples_per_s=samples_per_s,
                         checkpoint_step=checkpoints[-1] if checkpoints else None,
                         epoch=epochs[-1] if epochs else None, batch=batches[-1] if batches else None,
-                        grad_sqr=grads[-1][0] if grads else None, grad_var=grads[-1][1] if grads else None,
-                        sync_time=sum(syncs) / len(syncs) if syncs else None)
+                        grad_sqr=grads[-1][0] if grads else None, grad_var=grads[-1][1] if grads else None)
 
 
 class TargetWatch:

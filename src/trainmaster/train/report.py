@@ -39,8 +39,6 @@ class Reporter:
         self._loss_n = 0
         self._loss_tensor: torch.Tensor | None = None
         self._samples = 0
-        self._sync_sum = 0.0  # seconds of gradient sync (`add_sync`) over `_sync_n` steps of the open group
-        self._sync_n = 0
         self._last_flush = 0.0  # 0: the first report flushes at once
         self._fd: int | None = None
         self.fields: dict[str, float] = {}  # written on every line from now on (`Session.annotate`)
@@ -65,13 +63,6 @@ class Reporter:
             if now - self._last_flush >= self.interval:
                 self.flush()
 
-    def add_sync(self, seconds: float) -> None:
-        """One step's gradient-sync time (`train.sync.SyncTimer`); a line carries the group's mean, `sync_time`."""
-        if self.path is None:
-            return
-        self._sync_sum += seconds
-        self._sync_n += 1
-
     def _close_group(self, now: float, extra: dict[str, float] | None = None) -> None:
         line: dict[str, Any] = {"t": now, "step": self._step, **self.fields}
         if self._loss_n:
@@ -80,9 +71,6 @@ class Reporter:
             line["loss"] = float(self._loss_tensor.detach())
         if self._samples:
             line["samples"] = self._samples
-        if self._sync_n:
-            line["sync_time"] = self._sync_sum / self._sync_n
-            self._sync_sum, self._sync_n = 0.0, 0
         if extra:
             line.update(extra)
         self._lines.append(line)

@@ -28,7 +28,6 @@ from trainmaster.train.checkpoint import load, save_atomic
 from trainmaster.train.env import EXIT_PREEMPTED, TaskEnv
 from trainmaster.train.ps import ParameterClient
 from trainmaster.train.report import Reporter
-from trainmaster.train.sync import SyncTimer
 
 StateFn = Callable[[], dict[str, Any]]
 
@@ -81,15 +80,12 @@ class Session:
         return self.env.local_batch_size(batch)
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Move `model` to this task's device; DistributedDataParallel when there are several workers, its
-        all-reduce timed (`train.sync`) so progress lines carry the sync time per step."""
+        """Move `model` to this task's device; DistributedDataParallel when there are several workers."""
         model = model.to(self.device)
         if not self.distributed:
             return model
         ids = [0] if self.device.type == "cuda" else None
-        ddp = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        SyncTimer(self.reporter.add_sync).attach(ddp)  # progress lines carry the sync time
-        return ddp
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
     def parameter_client(self, model: nn.Module, *, lr: float, momentum: float = 0.0) -> ParameterClient:
         """Connect a worker to the job's parameter servers (worker 0 seeds them with `model`'s values)."""

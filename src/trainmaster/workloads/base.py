@@ -40,7 +40,6 @@ class BatchRun:
     steps_per_s: float  # optimizer steps per second at that batch (what the job reports)
     grad_sqr: float  # squared norm of the true gradient now
     grad_var: float  # variance of a gradient estimate at the job's base batch now
-    sync_time: float | None = None  # seconds of each optimizer step spent in gradient sync (None: not modelled)
 
 
 @runtime_checkable

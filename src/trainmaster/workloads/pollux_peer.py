@@ -141,13 +141,8 @@ class PeerModel:
 
     def step_time(self, counts: Sequence[int], batching: Batching) -> float:
         """Seconds per optimizer step of `batching` on `counts[i]` replicas per node (the peer's `Job.step`)."""
-        return self.step_and_sync(counts, batching)[0]
-
-    def step_and_sync(self, counts: Sequence[int], batching: Batching) -> tuple[float, float]:
-        """`step_time` and the seconds of it spent in gradient sync: once per optimizer step, after the last
-        micro-batch (the peer's `Job.step`: the other micro-batches cost their step time less the sync)."""
         step, sync = self._throughput(counts, batching.micro)
-        return step + (batching.count - 1) * (step - sync), sync
+        return step + (batching.count - 1) * (step - sync)
 
     def _throughput(self, counts: Sequence[int], micro: float) -> tuple[float, float]:
         curve = self.profile.placements.get(canonical_placement(counts))
@@ -236,8 +231,7 @@ class PeerTruth:
         earns `gain(b, e) / gain(batch_size, e)` of them, exact per epoch (the
         rate holds until the epoch's end, `until`). The job reports what the
         train library measures: optimizer steps/s at `b` and the epoch's gradient
-        statistics, the variance rescaled to the base batch (`phi` unchanged), and the seconds of each step
-        spent in gradient sync (the profile's `sync_time`, as Pollux's agent measures it).
+        statistics, the variance rescaled to the base batch (`phi` unchanged).
         """
         return self.at_counts(worker_counts(alloc), batch, done)
 
@@ -250,11 +244,10 @@ class PeerTruth:
         var_base = var * self.model.init_batch / self.batch_size
         if not counts:
             return BatchRun(0.0, math.inf, batching.batch, 0.0, sqr, var_base)
-        step, sync = self.model.step_and_sync(counts, batching)
-        steps = 1.0 / step
+        steps = 1.0 / self.model.step_time(counts, batching)
         ratio = self.model.gain(float(batching.batch), epoch) / self.model.gain(float(self.batch_size), epoch)
         until = ends[epoch + 1] if epoch + 1 < self.model.epochs else math.inf
-        return BatchRun(steps * ratio, until, batching.batch, steps, sqr, var_base, sync)
+        return BatchRun(steps * ratio, until, batching.batch, steps, sqr, var_base)
 
     def loss(self, step: float) -> float | None:
         return self.curve(step)

@@ -325,13 +325,10 @@ class SimEngine:
             return Report(
                 time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed, allocation=job.allocation
             )
-        # At a chosen batch the job reports optimizer steps/s at it; progress stays in base-batch steps. Its
-        # sync time is the truth's at the rate it runs (speed noise scales the step time and its sync alike).
-        noise = speed / job.rate if job.rate > 0 else 1.0
-        sync = run.sync_time / noise if run.sync_time is not None and noise > 0 else None
-        return Report(time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=run.steps_per_s * noise,
-                      allocation=job.allocation, batch=run.batch, grad_sqr=run.grad_sqr, grad_var=run.grad_var,
-                      sync_time=sync)
+        # At a chosen batch the job reports optimizer steps/s at it; progress stays in base-batch steps.
+        speed = run.steps_per_s * (speed / job.rate if job.rate > 0 else 1.0)
+        return Report(time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed,
+                      allocation=job.allocation, batch=run.batch, grad_sqr=run.grad_sqr, grad_var=run.grad_var)
 
     def _set_rate(self, job: _SimJob, now: float) -> None:
         """The job's speed on its allocation, at its chosen batch where its truth models batches."""
