@@ -6,11 +6,22 @@ compare against (one copy each).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from trainmaster.controller.loop import Controller
 from trainmaster.policies.cycle import Cycle
 from trainmaster.policies.snapshot import Plan, Snapshot
+
+
+def same_plans(fast: Sequence[Plan], slow: Sequence[Plan], least: int = 50) -> None:
+    """Two replays planned alike: more than `least` plans, each equal, its allocations (the order the
+    controller's actions follow) and its waits in the same order."""
+    assert len(fast) == len(slow) > least
+    for a, b in zip(fast, slow, strict=True):
+        assert a == b
+        assert list(a.allocations) == list(b.allocations)
+        assert list(a.waits) == list(b.waits)
+        assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
 
 
 class Recorder:

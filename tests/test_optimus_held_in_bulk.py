@@ -9,7 +9,7 @@ replay with and without it; every plan, its waits and the order of its allocatio
 from __future__ import annotations
 
 import pytest
-from tests.replay_helpers import Recorder
+from tests.replay_helpers import Recorder, same_plans
 
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
@@ -62,12 +62,7 @@ def test_running_jobs_kept_in_bulk_plan_as_one_by_one(name: str, cluster: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     fast, in_bulk, fast_one, given_back = replay(workload(name), cluster, True, monkeypatch)
     slow, not_bulk, slow_one, _ = replay(workload(name), cluster, False, monkeypatch)
-    assert len(fast) == len(slow) > 50
-    for a, b in zip(fast, slow, strict=True):
-        assert a == b
-        assert list(a.allocations) == list(b.allocations)  # (the order the controller's actions follow)
-        assert list(a.waits) == list(b.waits)
-        assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
+    same_plans(fast, slow)
     assert not_bulk == 0 < in_bulk  # the bulk path served
     assert fast_one < slow_one / 2  # and spared most one-by-one assigns
     if name == "sized":  # running jobs left out of the bulk (resized or preempted) are given back first

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tests.replay_helpers import Recorder
+from tests.replay_helpers import Recorder, same_plans
 
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
@@ -61,16 +61,6 @@ def replay(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Plan], list[int]]:
     controller.run()
     assert controller.summary().finished == 40
     return recorder.plans, ran
-
-
-def same_plans(fast: list[Plan], slow: list[Plan]) -> None:
-    assert len(fast) == len(slow) > 50
-    for a, b in zip(fast, slow, strict=True):
-        assert a == b
-        assert list(a.allocations) == list(b.allocations)  # (the order the controller's actions follow)
-        assert list(a.waits) == list(b.waits)
-        assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
-        assert a.batch == b.batch and a.rebatch == b.rebatch and a.wake_after == b.wake_after
 
 
 def test_greedy_skipped_without_elastic_jobs_plans_as_run(monkeypatch: pytest.MonkeyPatch) -> None:
