@@ -24,7 +24,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.models.book import JobModel
 from trainmaster.policies.cycle import AfterHook
 from trainmaster.policies.queues import try_place
-from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
 from trainmaster.policies.waits import WaitKind
 from trainmaster.policies.workspace import Workspace, minimum
 
@@ -114,9 +114,8 @@ class Reservation:
 
     def __call__(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
         kept = self.kept if self.keep_predictions else None
-        if kept is not None and len(kept) > 2 * len(snap.jobs) + 64:  # forget ended jobs now and then
-            for jid in kept.keys() - snap.jobs.keys():
-                del kept[jid]
+        if kept is not None:
+            forget_ended(kept, snap.jobs)
         return _reserve(snap, blocked, ws, self.reserve_after, kept)
 
 

@@ -272,6 +272,14 @@ class Plan:
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 
 
+def forget_ended(kept: dict[str, _V], jobs: Mapping[str, object]) -> None:
+    """Drop what a policy keeps across decisions for jobs no longer in the snapshot, once they could be most of
+    it: the memo stays within a small multiple of the live jobs at one C-level length check per decision."""
+    if len(kept) > 2 * len(jobs) + 64:
+        for jid in kept.keys() - jobs.keys():
+            del kept[jid]
+
+
 class Policy(Protocol):
     """The one signature every scheduling policy has."""
 

@@ -82,7 +82,7 @@ from trainmaster.policies.las import LasOrder, RemainingOrder, las_preempt
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
-from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.snapshot import JobView, Plan, Snapshot, forget_ended
 from trainmaster.policies.tiresias import INTERVAL
 from trainmaster.policies.workspace import Workspace
 
@@ -191,9 +191,7 @@ class AdaptiveCycle(Cycle):
         if not self.keep_elastic:
             return any(j.spec.elastic for j in snap.jobs.values())
         kept = self.elastic
-        if len(kept) > 2 * len(snap.jobs) + 64:  # forget ended jobs now and then
-            for jid in kept.keys() - snap.jobs.keys():
-                del kept[jid]
+        forget_ended(kept, snap.jobs)
         for jid, job in snap.jobs.items():
             spec = job.spec
             got = kept.get(jid)
