@@ -146,6 +146,52 @@ def test_a_job_that_keeps_crashing_fails_after_max_restarts(engine_factory: Any)
     assert log.count("boom") == 2 and "attempt 2" in log  # launched twice, output kept across attempts
 
 
+# Each rank of a 2-worker all-reduce job, ordered through marker files (no sleeps): worker-1 aborts at "exit",
+# as torch 2.13's gloo workers can after a complete run; worker-0 ends with the code given.
+CRASH_AT_EXIT = """
+import os, sys, time
+from pathlib import Path
+marks, order, chief_code = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+rank = int(os.environ["TM_INDEX"])
+def wait_for(name):
+    while not (marks / name).exists():
+        time.sleep(0.02)
+if rank == 1:
+    if order == "chief-first":
+        wait_for("chief-done")
+    (marks / "peer-crashing").touch()
+    os.abort()
+if order == "peer-first":
+    wait_for("peer-crashing")
+elif order == "chief-hangs":
+    time.sleep(300)
+(marks / "chief-done").touch()
+sys.exit(chief_code)
+"""
+
+
+@pytest.mark.parametrize(("order", "chief_code", "finished"), [
+    ("peer-first", 0, True), ("chief-first", 0, True), ("peer-first", 3, False), ("chief-hangs", 0, False)])
+def test_a_peer_crash_after_a_complete_all_reduce_run_is_a_finish_not_a_failure(
+        engine_factory: Any, tmp_path: Path, order: str, chief_code: int, finished: bool) -> None:
+    # Both orders of "worker-1 aborts, worker-0 exits 0" end as finished (worker-0 could not have exited 0 without
+    # worker-1 in every collective), with the crash named; worker-0 failing, or never ending within the engine's
+    # grace, stays a task failure.
+    eng = engine_factory(nodes=2, cpus=1)
+    eng.grace = 2.0
+    marks = tmp_path / f"marks-{order}-{chief_code}"
+    marks.mkdir()
+    spec = job("atexit", ["python", "-c", CRASH_AT_EXIT, str(marks), order, str(chief_code)], lo=2, hi=2)
+    eng.apply([Action(ActionKind.START, "atexit", spec, workers("local-0", "local-1"))])
+    last = pump(eng, lambda e: isinstance(e, (JobFinished, TaskFailed)))[-1]
+    if finished:
+        assert isinstance(last, JobFinished) and last.succeeded, last
+        assert "worker-1 exited with code" in last.message and "after worker-0 finished" in last.message
+    else:
+        assert isinstance(last, TaskFailed), last
+        assert ("worker-0 exited with code 3" if chief_code else "worker-1 exited with code") in last.message
+
+
 def test_a_new_engine_continues_the_attempt_numbering(engine_factory: Any) -> None:
     first = engine_factory()
     spec = job("again", ["python", "-c", "pass"])

@@ -158,3 +158,32 @@ def test_parameter_servers_sync_averages_and_async_applies_each() -> None:
     assert torch.allclose(sync, torch.full_like(sync, -0.5 * 1.5))  # one step on the mean gradient
     async_ = _ps_round("async")
     assert torch.allclose(async_, torch.full_like(async_, -0.5 * 3.0))  # both gradients applied in turn
+
+
+_NO_CLOSE = textwrap.dedent("""
+    import atexit, sys
+    import torch, torch.distributed as dist
+    import trainmaster.train as tm
+    # registered before the session's own handler, so it runs after it (atexit is last-in, first-out)
+    atexit.register(lambda: print("group at exit:", dist.is_initialized(), flush=True))
+    session = tm.init()
+    net = session.wrap(torch.nn.Linear(4, 2))
+    for step in session.steps(3):
+        net(torch.ones(8, 4)).sum().backward()  # DDP's all-reduce runs inside backward()
+    print("done", flush=True)  # no session.close(): the session leaves the group at exit by itself
+""")
+
+
+def test_a_distributed_session_leaves_its_group_at_exit_without_close(tmp_path: Path) -> None:
+    # Two real gloo ranks on loopback. The session's exit handler must leave the group (and give the gloo threads
+    # their pause, Session._leave_group) before the interpreter finalizes, even when the script never calls close().
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, "-c", _NO_CLOSE], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "TM_CPUS": "1",
+                                              "MASTER_PORT": str(port), "TM_CHECKPOINT_DIR": str(tmp_path / "ck")})
+             for rank in (0, 1)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all("done" in out and "group at exit: False" in out for out in outs), outs

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -45,7 +45,7 @@ from trainmaster.core.events import (
     RevocationNotice,
     TaskFailed,
 )
-from trainmaster.core.job import JobSpec, Role
+from trainmaster.core.job import Architecture, JobSpec, Role
 from trainmaster.core.market import Market
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
@@ -194,6 +194,7 @@ class _Job:
     finished: str | None = None  # reached its target: stopping the tasks, then report success with this
     finish_after: float = 0.0  # a job that reached its target has until then to end on its own
     batch: int | None = None  # adaptive jobs: the global batch the policy chose, passed as TM_BATCH_SIZE
+    peer_crash_at: float | None = None  # when a non-chief all-reduce worker was first seen dead (see _after_chief)
 
 
     def live(self) -> list[RunningTask]:
@@ -442,6 +443,7 @@ class GangEngine:
         job.allocation = allocation
         job.running_seen = False
         job.launched_at = time.monotonic()
+        job.peer_crash_at = None
         job.folder = ProgressFolder()
         workers = [p.node for p in allocation.tasks if p.role is Role.WORKER]
         workers.sort(key=self._transient)  # the chief (rank 0) on an on-demand node when there is one (anchors)
@@ -579,16 +581,24 @@ class GangEngine:
         return out
 
     def _check_exits(self, job: _Job, now: float) -> list[Event]:
+        crashed_at_exit: list[str] = []
         for task in job.tasks:
             code = task.poll()
-            if code not in (None, 0):
-                for other in job.live():
-                    other.signal(signal.SIGKILL)
-                job.phase = Phase.BROKEN
-                what = "stopped unexpectedly" if code == EXIT_PREEMPTED else f"exited with code {code}"
-                return [TaskFailed(now, job.job_id, f"{task.launch.name} {what} (log: {task.where})")]
+            if code in (None, 0):
+                continue
+            verdict = self._after_chief(job, task)
+            if verdict == "wait":
+                return []
+            if verdict == "finished":
+                crashed_at_exit.append(f"{task.launch.name} exited with code {code} after worker-0 finished")
+                continue
+            for other in job.live():
+                other.signal(signal.SIGKILL)
+            job.phase = Phase.BROKEN
+            what = "stopped unexpectedly" if code == EXIT_PREEMPTED else f"exited with code {code}"
+            return [TaskFailed(now, job.job_id, f"{task.launch.name} {what} (log: {task.where})")]
         workers = [t for t in job.tasks if t.launch.role is Role.WORKER]
-        if not workers or any(t.poll() != 0 for t in workers):
+        if not workers or any(t.poll() is None for t in workers):
             return []
         out: list[Event] = []
         if not job.running_seen:  # it ran and ended between two polls: it was running all the same
@@ -603,5 +613,31 @@ class GangEngine:
             task.reap()
         self._release(job)
         del self._jobs[job.job_id]
-        out.append(JobFinished(now, job.job_id, succeeded=True, message="all workers finished"))
+        note = f" ({'; '.join(crashed_at_exit)}: a crash at exit, the run was complete)" if crashed_at_exit else ""
+        out.append(JobFinished(now, job.job_id, succeeded=True, message="all workers finished" + note))
         return out
+
+    def _after_chief(self, job: _Job, task: RunningTask) -> Literal["fail", "wait", "finished"]:
+        """How to read a non-zero exit: "fail", "wait" (for worker-0's own exit), or "finished".
+
+        An all-reduce worker cannot finish its steps without every other worker
+        taking part in each collective, so once worker-0 has exited 0 the run
+        was complete, and another worker's crash after it (torch 2.13 gloo
+        workers can abort at interpreter exit, pytorch/pytorch#190489) loses
+        nothing: reporting it as a task failure would restart a finished job.
+        While worker-0 still runs, it gets `grace` seconds to settle which it is.
+        Parameter-server jobs keep the strict rule: their workers are independent.
+        """
+        if job.spec.architecture is not Architecture.ALLREDUCE or task.launch.role is not Role.WORKER \
+                or task.launch.index == 0:
+            return "fail"
+        chief = next((t for t in job.tasks if t.launch.role is Role.WORKER and t.launch.index == 0), None)
+        code = chief.poll() if chief is not None else 1
+        if code == 0:
+            return "finished"
+        if code is None:
+            if job.peer_crash_at is None:
+                job.peer_crash_at = time.monotonic()
+            if time.monotonic() - job.peer_crash_at < self.grace:
+                return "wait"
+        return "fail"

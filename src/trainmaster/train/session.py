@@ -30,6 +30,7 @@ from trainmaster.train.ps import ParameterClient
 from trainmaster.train.report import Reporter
 
 StateFn = Callable[[], dict[str, Any]]
+GLOO_DRAIN_SECONDS = 0.25  # see Session._leave_group
 
 
 class Session:
@@ -53,6 +54,8 @@ class Session:
         atexit.register(self.reporter.close)
         self.distributed = (self.env.architecture == "allreduce" and self.env.role == "worker"
                             and self.env.world_size > 1)
+        if self.distributed:
+            atexit.register(self._leave_at_exit)
         self.device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
         if self.distributed and not dist.is_initialized():
             dist.init_process_group(
@@ -61,6 +64,11 @@ class Session:
                 rank=self.env.rank, world_size=self.env.world_size,
                 timeout=datetime.timedelta(seconds=rendezvous_timeout),
             )
+
+    def _leave_at_exit(self) -> None:
+        # atexit handlers run before finalization begins, so the gloo threads can still take the GIL here
+        if dist.is_initialized():
+            self._leave_group()
 
     # -- identity ------------------------------------------------------------
     @property
@@ -203,7 +211,23 @@ class Session:
             self._in_loop = False
 
     def close(self) -> None:
-        """Flush progress and leave the process group."""
+        """Flush progress and leave the process group (also done at exit when the script does not call it)."""
         self.reporter.close()
         if self.distributed and dist.is_initialized():
-            dist.destroy_process_group()
+            self._leave_group()
+
+    @staticmethod
+    def _leave_group() -> None:
+        """Leave the process group, then let go of the GIL for a moment before the interpreter finalizes.
+
+        torch 2.13's gloo worker threads release each finished collective
+        themselves, and one launched inside `backward()` (DDP's all-reduce)
+        holds the autograd context, whose release takes the GIL. A thread that
+        gets there after the interpreter has begun to finalize is killed inside
+        a C++ destructor and the process aborts ("terminate called without an
+        active exception", exit 134) after a complete run (pytorch/pytorch#190489).
+        Every collective has completed by now; the pause lets those threads
+        finish with their last one while the interpreter is still whole.
+        """
+        dist.destroy_process_group()
+        time.sleep(GLOO_DRAIN_SECONDS)
