@@ -60,6 +60,14 @@ PERMANENT_ERRNOS = frozenset({errno.ENOENT, errno.E2BIG, errno.EACCES, errno.ENO
 log = logging.getLogger("trainmaster.engine")
 
 
+def complete_despite(name: str, codes: Mapping[str, int | None], allreduce: bool) -> bool:
+    """Whether task `name`'s non-zero exit leaves its run complete: an all-reduce worker other than worker-0
+    that ended after worker-0 exited 0 (worker-0 cannot finish its steps without every worker in every
+    collective; see `GangEngine._after_chief`). Parameter-server workers are independent: never."""
+    return (allreduce and name.startswith("worker-") and name != "worker-0"
+            and codes.get(name) not in (None, 0) and codes.get("worker-0") == 0)
+
+
 @dataclass(frozen=True, slots=True)
 class TaskLaunch:
     """One task to start: where, with what, holding which devices."""
@@ -628,14 +636,11 @@ class GangEngine:
         While worker-0 still runs, it gets `grace` seconds to settle which it is.
         Parameter-server jobs keep the strict rule: their workers are independent.
         """
-        if job.spec.architecture is not Architecture.ALLREDUCE or task.launch.role is not Role.WORKER \
-                or task.launch.index == 0:
-            return "fail"
-        chief = next((t for t in job.tasks if t.launch.role is Role.WORKER and t.launch.index == 0), None)
-        code = chief.poll() if chief is not None else 1
-        if code == 0:
+        allreduce = job.spec.architecture is Architecture.ALLREDUCE
+        codes = {t.launch.name: t.poll() for t in job.tasks}
+        if complete_despite(task.launch.name, codes, allreduce):
             return "finished"
-        if code is None:
+        if allreduce and task.launch.role is Role.WORKER and task.launch.index > 0 and codes.get("worker-0", 1) is None:
             if job.peer_crash_at is None:
                 job.peer_crash_at = time.monotonic()
             if time.monotonic() - job.peer_crash_at < self.grace:

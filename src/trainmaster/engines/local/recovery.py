@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from trainmaster.engines.base import Outcome, Recovered
+from trainmaster.engines.gang import complete_despite
 from trainmaster.engines.local.tasks import exit_file, read_exit
 
 EXIT_PREEMPTED = 75  # a task that checkpointed and stopped on request
@@ -65,9 +66,14 @@ def judge(job_dir: Path) -> Recovered | None:
     codes = {name: read_exit(exit_file(job_dir, attempt, name)) for name in tasks}
     job_id = job_dir.name
     workers = [n for n in tasks if n.startswith("worker-")]
-    if workers and all(codes[w] == 0 for w in workers):
+    allreduce = not any(n.startswith("ps-") for n in tasks)  # the manifest names tasks; only PS jobs have servers
+    crashed = [w for w in workers if complete_despite(w, codes, allreduce)]
+    if workers and all(codes[w] == 0 or w in crashed for w in workers):
         ended = max(exit_file(job_dir, attempt, w).stat().st_mtime for w in workers)
-        return Recovered(job_id, attempt, Outcome.SUCCEEDED, f"every worker of attempt {attempt} exited 0", ended,
+        detail = f"worker-0 of attempt {attempt} exited 0" + "".join(
+            f"; {w} exited with code {codes[w]} after worker-0 finished" for w in crashed) \
+            if crashed else f"every worker of attempt {attempt} exited 0"
+        return Recovered(job_id, attempt, Outcome.SUCCEEDED, detail, ended,
                          last_step(job_dir / "reports" / f"attempt-{attempt}.jsonl"))
     bad = [(n, c) for n, c in codes.items() if c not in (None, 0, EXIT_PREEMPTED)]
     if bad:
