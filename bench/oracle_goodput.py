@@ -18,7 +18,8 @@ fitted goodput law, its noise scale still learned: only once it reported),
 `remaining` (only the remaining steps from the truth); `-reported`: the truth
 only once the job has reported (its first start as fitted); `-free`: Pollux's
 exploration pace lifted (`optimus.EXPLORE` x the most workers the job reported
-from: it exists because a fitted law is unsure far from its points).
+from: it exists because a fitted law is unsure far from its points). Mode `micro`:
+fitted, the goodput law counting micro-batches (`bench/micro_law.py`).
 
 Bench-only: users' controllers always build their own `ModelBook`.
 
@@ -36,7 +37,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bench.micro_law import MicroBook, profile_caps
 from bench.presets import CLUSTER, SETTINGS, parse_range, workload
+from bench.speed_predict import DATA
 from trainmaster.cli.simulate import config_for, sim_config
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
@@ -50,7 +53,7 @@ from trainmaster.policies.registry import make_policy
 from trainmaster.workloads.pollux_peer import PeerTruth
 
 WHAT = ("fitted", "oracle", "throughput", "efficiency", "remaining")
-MODES = tuple(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free"))
+MODES = (*(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free")), "micro")
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
 UNPACED = 1 << 20  # `max_workers` that lifts `Optimus`'s exploration pace (`oracle-free`)
 
@@ -166,7 +169,10 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     wl = workload(load, index, SETTINGS[setting], False, "pollux")
     engine = SimEngine(parse_shorthand(CLUSTER), wl, config_for(preset, sim_config("pollux")))
     controller = Controller(engine, make_policy(preset))
-    if mode != "fitted":
+    if mode == "micro":  # fitted, the goodput law counting micro-batches (bench/micro_law.py)
+        learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
+        learning.book = MicroBook(profile_caps(DATA))
+    elif mode != "fitted":
         truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth)}
         what = mode.split("-")[0]
         law = {"fitted": "", "oracle": "goodput"}.get(what, what)
