@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from builders import node
 from tests.replay_helpers import Recorder, same_plans
 
+from builders import node
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import Cluster
