@@ -25,8 +25,6 @@ and says so. A fixed-size job cannot trade: only placement (per dollar) serves i
 from __future__ import annotations
 
 import math
-from itertools import compress, repeat
-from operator import attrgetter, ne
 
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.models.book import JobModel
@@ -34,17 +32,6 @@ from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.workspace import Workspace
 
 Sizes = dict[str, dict[Role, int]]
-
-# False: a Python step per admitted job to find the few with a budget or deadline (the slow reference);
-# True: C-level passes pick them out (in the same order), so a long line of plain jobs costs no Python step each.
-FILTERED = True
-_ASKS = attrgetter("spec.budget", "spec.deadline")
-_NEITHER = (None, None)
-
-
-def with_objectives(jobs: list[JobView]) -> list[JobView]:
-    """The jobs that set a budget or a deadline, in `jobs`' order."""
-    return list(compress(jobs, map(ne, map(_ASKS, jobs), repeat(_NEITHER))))
 
 
 def price_per_gpu_s(job: JobView, snap: Snapshot, ws: Workspace) -> float:
@@ -74,7 +61,7 @@ def _options(spec: JobSpec, want: dict[Role, int], model: JobModel, spare: int) 
 def apply_objectives(snap: Snapshot, jobs: list[JobView], sizes: Sizes, ws: Workspace) -> Sizes:
     """Resize the elastic jobs with a budget or deadline (module doc); notes say when one cannot be met."""
     spare: int | None = None
-    for job in with_objectives(jobs) if FILTERED else jobs:
+    for job in jobs:
         spec = job.spec
         if spec.budget is None and spec.deadline is None:
             continue
