@@ -76,3 +76,17 @@ def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
     assert sum(tries) > 20  # the tail path served
     if name == "mixed":  # and found, once, a minimum in the tail that might fit: one by one from there
         assert False in tries
+
+
+@pytest.mark.parametrize(("preset", "name", "cluster"),
+                         [("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"), ("trainmaster", "line", "4x4")])
+def test_spec_index_reads_the_shapes_the_checks_find(preset: str, name: str, cluster: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Optimus.spec_index`: the tail reads its shapes off the index by spec object, not by job id with each
+    one's spec and total checked: the same plans."""
+    fast, tries = replay(preset, workload(name), cluster, True, monkeypatch)
+    with monkeypatch.context() as patch:
+        patch.setattr(Optimus, "spec_index", False)
+        slow, _ = replay(preset, workload(name), cluster, True, monkeypatch)
+    same_plans(fast, slow)
+    assert sum(tries) > 20

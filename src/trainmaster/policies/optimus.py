@@ -214,6 +214,8 @@ class Optimus:
     reads_few_jobs = False  # the greedy reads every job (Policy protocol)
     # False: every job after the GPUs ran out visited one by one, in `size` and in `place` (the slow reference).
     misfit_tail = True
+    # False: the misfit tail checks each job's kept shape for its spec and the total (three passes more a decision).
+    spec_index = True
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
                  interval: float | None = INTERVAL_S, goodput: bool = False) -> None:
@@ -224,6 +226,9 @@ class Optimus:
         self._seq = itertools.count()
         self._shapes: dict[str, _Shape] = {}
         self._floor = 1 << 30  # the fewest GPUs any minimum worked out so far asks for (`_misfit_tail`'s cue)
+        # id(spec) -> its shape for the total `_spec_total` (the shape holds its spec: no id is reused while kept)
+        self._by_spec: dict[int, _Shape] = {}
+        self._spec_total: Resources | None = None
         self.restart_penalty = restart_penalty
         self.held_in_bulk = True  # False: unchanged running jobs assigned one by one (the slow reference)
         self.interval = interval
@@ -302,11 +307,15 @@ class Optimus:
             steps.append(_Step(dw, dp, need, need.dominant_share(total) or 1.0))
         if len(self._shapes) > 4 * 10**5:
             self._shapes.clear()
+            self._by_spec.clear()
+        if total is not self._spec_total and total != self._spec_total:  # (the index holds one total's shapes)
+            self._by_spec.clear()
+            self._spec_total = total
         least = job.spec.min_resources
         self._floor = min(self._floor, least.gpu)
         at_min = {Role.WORKER: worker.min, Role.PS: ps_spec.min} if ps_spec else {Role.WORKER: worker.min}
-        shape = self._shapes[job.id] = _Shape(job.spec, total, least, tuple(steps),
-                                              (least.cpu, least.memory, least.gpu), at_min)
+        shape = self._shapes[job.id] = self._by_spec[id(job.spec)] = _Shape(
+            job.spec, total, least, tuple(steps), (least.cpu, least.memory, least.gpu), at_min)
         return shape
 
     def _misfit_tail(self, jobs: list[JobView], start: int, total: Resources, gpus: int, misfits: _Misfits,
@@ -316,21 +325,35 @@ class Optimus:
         decision). Checked, not assumed: False when some minimum might fit (only shapes worked out then)."""
         rest = jobs[start:]
         ids = list(map(_ID, rest))
+        got = self._tail_shapes(rest, ids, total)
+        if got is None:
+            return False
+        keys = list(map(_KEY, got))
+        if min(map(_GPUS, keys), default=gpus + 1) <= gpus:
+            return False
+        waits.update(zip(ids, map(misfits.__getitem__, keys), strict=True))
+        return True
+
+    def _tail_shapes(self, rest: list[JobView], ids: list[str], total: Resources) -> list[_Shape] | None:
+        """The kept shape of each job of `rest` (new or changed specs, or a new total, worked out first, as the
+        reference would): read off the spec index in C-level passes while every spec is in it, else by job id
+        with each one's spec and total checked. None: the kept shapes were cleared meanwhile."""
+        if self.spec_index and (total is self._spec_total or total == self._spec_total):
+            try:
+                return list(map(self._by_spec.__getitem__, map(id, map(_SPEC, rest))))
+            except KeyError:  # (a job new to the tail, or a new spec: checked one by one below)
+                pass
         shapes = self._shapes
         for job in compress(rest, map(is_not, map(_SPEC, rest), map(_SPEC, map(shapes.get, ids, repeat(_UNSEEN))))):
             self._shape(job, total)  # new, or a new spec
         try:
             got = list(map(shapes.__getitem__, ids))
         except KeyError:  # (the kept shapes were cleared meanwhile: one by one instead)
-            return False
+            return None
         for at in compress(count(), map(is_not, map(_TOTAL, got), repeat(total))):
             if got[at].total != total:  # (a cluster of the same total keeps its shapes)
                 got[at] = self._shape(rest[at], total)
-        keys = list(map(_KEY, got))
-        if min(map(_GPUS, keys), default=gpus + 1) <= gpus:
-            return False
-        waits.update(zip(ids, map(misfits.__getitem__, keys), strict=True))
-        return True
+        return got
 
     def _grow(self, state: dict[str, _Job], free: list[int], *, far: bool) -> None:
         """The greedy: pop the best increment, take it if it fits, push the job's next (`far`: see `_jumps`)."""
