@@ -8,6 +8,7 @@ jobs (some decisions admit no elastic job) with elastic parameter-server jobs wh
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cached_property
 
 import pytest
 from tests.replay_helpers import Recorder, same_plans
@@ -15,7 +16,7 @@ from tests.replay_helpers import Recorder, same_plans
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import JobSpec
+from trainmaster.core.job import JobSpec, simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
@@ -100,24 +101,34 @@ def test_kept_predictions_plan_as_asking_the_models(monkeypatch: pytest.MonkeyPa
     assert slow_ran[1] - fast_ran[1] > 200  # kept answers served (the models are asked elsewhere too)
 
 
-def test_kept_elastic_answers_plan_as_asking_every_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`AdaptiveCycle.keep_elastic`: whether a live job is elastic kept per job and spec; the same plans (their
-    wake-ups included) as asking every spec at each decision, and far fewer asks."""
-    asks = [0]
-    elastic = JobSpec.elastic
+def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`JobSpec.elastic` is worked out once per spec (a cached property: every live job's is asked at each
+    decision); the same plans (wake-ups at and off the resize tick included) as walking the roles at every
+    ask, no spec worked out twice, and a spec made by `dataclasses.replace` answers for its own roles."""
+    grown = simple_job("a", min_gpus=1, max_gpus=4)
+    fixed = replace(grown, roles={r: replace(s, max=s.min) for r, s in grown.roles.items()})
+    assert grown.elastic and not fixed.elastic
+
+    worked_out = JobSpec.__dict__["elastic"].func
+    worked: list[JobSpec] = []
 
     def counted(self: JobSpec) -> bool:
-        asks[0] += 1
-        return bool(elastic.fget(self))  # type: ignore[attr-defined]
+        worked.append(self)
+        return bool(worked_out(self))
 
+    def walked(self: JobSpec) -> bool:  # the reference: the roles walked at every ask
+        worked.append(self)
+        return any(r.elastic for r in self.roles.values())
+
+    cached = cached_property(counted)
+    cached.__set_name__(JobSpec, "elastic")
     runs = {}
-    for keep in (True, False):
+    for reference in (False, True):
         with monkeypatch.context() as patch:
-            patch.setattr(JobSpec, "elastic", property(counted))
-            patch.setattr(AdaptiveCycle, "keep_elastic", keep)
-            asks[0] = 0
-            runs[keep] = replay(patch)[0], asks[0]
-    (fast, fast_asks), (slow, slow_asks) = runs[True], runs[False]
+            patch.setattr(JobSpec, "elastic", property(walked) if reference else cached)
+            worked.clear()
+            runs[reference] = replay(patch)[0], len(worked), len({id(s) for s in worked})
+    (fast, fast_asks, fast_specs), (slow, slow_asks, _) = runs[False], runs[True]
     same_plans(fast, slow)
     assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
-    assert fast_asks < slow_asks * 0.7  # (the other asks: the size phase's)
+    assert fast_asks == fast_specs <= 40 < slow_asks  # once per spec; the reference walks at every ask
