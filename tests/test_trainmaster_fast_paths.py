@@ -20,11 +20,15 @@ from trainmaster.core.job import JobSpec, simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
+from trainmaster.policies import cycle as cycle_module
+from trainmaster.policies import las
+from trainmaster.policies import trainmaster as preset_module
 from trainmaster.policies.backfill import Reservation
+from trainmaster.policies.las import RemainingOrder
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing
+from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing, OnlyWithServices
 from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.base import Workload
 from trainmaster.workloads.ps_truth import ps_workload
@@ -132,3 +136,86 @@ def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(monkeypatch
     same_plans(fast, slow)
     assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
     assert fast_asks == fast_specs <= 40 < slow_asks  # once per spec; the reference walks at every ask
+
+
+def test_kept_order_keys_plan_as_working_them_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RemainingOrder.keep_keys`: each job's sort key kept while its view and model are the same objects;
+    the same orders and plans as working out every live job's predicted remaining time at each decision."""
+    asked = [0]
+    predicted, order = las.predicted_remaining, RemainingOrder.__call__
+    orders: list[list[str]] = []
+
+    def counted(snap: Snapshot, job: JobView) -> float | None:
+        asked[0] += 1
+        return predicted(snap, job)
+
+    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        out = order(self, snap)
+        orders.append([j.id for j in out])
+        return out
+
+    runs = {}
+    for keep in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(las, "predicted_remaining", counted)
+            patch.setattr(RemainingOrder, "__call__", recorded)
+            patch.setattr(RemainingOrder, "keep_keys", keep)
+            asked[0] = 0
+            orders.clear()
+            runs[keep] = replay(patch)[0], asked[0], list(orders)
+    (fast, fast_asks, fast_orders), (slow, slow_asks, slow_orders) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert fast_orders == slow_orders
+    assert 0 < fast_asks < slow_asks * 0.7  # kept keys served; jobs that changed or reported asked again
+
+
+def test_kept_sizes_plan_as_current_or_min(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OnlyWithServices.keep_sizes` (no service live here): sizes worked out only for jobs whose view changed;
+    the same plans as `current_or_min` over every admitted job at each decision."""
+    sized = [0]
+    fixed = cycle_module.current_or_min
+
+    def counted(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> dict[object, object]:
+        sized[0] += len(jobs)
+        return fixed(snap, jobs, ws)  # type: ignore[return-value]
+
+    runs = {}
+    for keep in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(cycle_module, "current_or_min", counted)  # (`KeptSizes` reads it here)
+            patch.setattr(preset_module, "current_or_min", counted)
+            patch.setattr(OnlyWithServices, "keep_sizes", keep)
+            sized[0] = 0
+            runs[keep] = replay(patch)[0], sized[0]
+    (fast, fast_sized), (slow, slow_sized) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert 0 < fast_sized < slow_sized * 0.7
+
+
+def test_kept_order_keys_follow_a_new_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose model changed while its view did not (a type prior refit re-publishes waiting jobs'
+    models) is ordered by its new model: two jobs' models swapped between two decisions on the same views."""
+    snaps: list[Snapshot] = []
+    order = RemainingOrder.__call__
+
+    def kept(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        snaps.append(snap)
+        return order(self, snap)
+
+    monkeypatch.setattr(RemainingOrder, "__call__", kept)
+    replay(monkeypatch)
+    monkeypatch.undo()
+    for snap in snaps:
+        left = {jid: las.predicted_remaining(snap, snap.jobs[jid]) for jid in snap.models if jid in snap.jobs}
+        known = sorted((v, jid) for jid, v in left.items() if v is not None)
+        if len(known) >= 2 and known[0][0] < known[-1][0]:
+            a, b = known[0][1], known[-1][1]
+            break
+    else:
+        pytest.fail("no decision with two predicted jobs")
+    swapped = replace(snap, models={**snap.models, a: snap.models[b], b: snap.models[a]})
+    fast, slow = RemainingOrder(), RemainingOrder()
+    slow.keep_keys = False  # type: ignore[misc]
+    runs = [[j.id for j in hook(s)] for hook in (fast, slow) for s in (snap, swapped)]
+    assert runs[0] == runs[2] and runs[1] == runs[3]
+    assert runs[1] != runs[0]  # the swap moved them

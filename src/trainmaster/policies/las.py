@@ -22,9 +22,10 @@ from collections.abc import Iterator
 
 from trainmaster.core.job import JobKind, Role
 from trainmaster.core.resources import Resources
+from trainmaster.models.book import JobModel
 from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
 from trainmaster.policies.queues import job_order_key
-from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
 from trainmaster.policies.tiresias import STARVATION, THRESHOLD, TiresiasOrder
 from trainmaster.policies.workspace import Workspace
 
@@ -65,14 +66,39 @@ class RemainingOrder(LasOrder):
     job with no prediction yet (it never reported) keeps its LAS place ahead of
     the predicted ones, so a newcomer runs, reports and is measured first, as
     Tiresias' first queue does. Tiresias' ranks are still kept for its wake-ups.
+
+    `keep_keys`: a job's sort key reads its view and its model alone (both immutable; the controller
+    rebuilds a view when its record changes and a model when the job reports), so it is kept across
+    decisions while both are the same objects (`keys`, declared state): between two decisions most live
+    jobs neither changed nor reported. False: every key worked out at every decision (the reference).
     """
+
+    keep_keys = True
+
+    def __init__(self, threshold: float = THRESHOLD, starvation: float | None = STARVATION) -> None:
+        super().__init__(threshold, starvation)
+        self.keys: dict[str, tuple[JobView, JobModel | None, tuple[int, int, float]]] = {}
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         def key(job: JobView) -> tuple[int, int, float]:
             left = predicted_remaining(snap, job)
             return (*_class_key(job), -1.0 if left is None else left)
 
-        return sorted(self.ranks(snap), key=key)  # stable: LAS order among the unpredicted
+        if not self.keep_keys:
+            return sorted(self.ranks(snap), key=key)  # stable: LAS order among the unpredicted
+        kept, models = self.keys, snap.models
+        forget_ended(kept, snap.jobs)
+
+        def kept_key(job: JobView) -> tuple[int, int, float]:
+            got = kept.get(job.id)
+            model = models.get(job.id)
+            if got is not None and got[0] is job and got[1] is model:
+                return got[2]
+            out = key(job)
+            kept[job.id] = (job, model, out)
+            return out
+
+        return sorted(self.ranks(snap), key=kept_key)
 
 
 class SameClassLowerRank(VictimRule):

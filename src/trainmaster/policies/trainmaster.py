@@ -74,7 +74,7 @@ from typing import Literal
 from trainmaster.core.job import JobKind
 from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import backfill as backfill_hook
-from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
+from trainmaster.policies.cycle import AfterHook, Cycle, KeptSizes, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
 from trainmaster.policies.goodput import choose_batches, switch_gain
@@ -139,22 +139,36 @@ class GainSizing:
         return blocked
 
 
-def only_with_services(shrink: SizeHook) -> SizeHook:
-    """`shrink` while a service is live; otherwise every job keeps its size (`current_or_min`).
+class OnlyWithServices:
+    """Size hook: `shrink` while a service is live; otherwise every job keeps its size (`current_or_min`).
 
     Under `GainSizing` the targets already leave room for every pending job's
     minimum, and the load line's headroom is for services; with none of them,
     `shrink_for_pending` only shrinks jobs the greedy means to keep (a second
     set of victims: extra restarts). Pollux workloads 1-8, elastic: mean JCT
     -2.5% / -1.0% / -0.7% at loads 0.5 / 1 / 2 (BENCHMARKS.md, third pass).
+
+    `keep_sizes`: without services the sizes come from `cycle.KeptSizes` (`current_or_min` for the jobs
+    whose view changed), whose dicts are shared across decisions: the trainmaster phases after sizing
+    replace a job's size (`GainSizing.size`, `apply_objectives`) but never edit one in place
+    (`shrink_for_pending` does, on dicts of its own). False: `current_or_min` every decision (the reference).
     """
 
-    def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
-        if any(j.spec.kind is JobKind.SERVICE for j in snap.jobs.values()):
-            return shrink(snap, jobs, ws)
-        return current_or_min(snap, jobs, ws)
+    keep_sizes = True
 
-    return size
+    def __init__(self, shrink: SizeHook) -> None:
+        self.shrink = shrink
+        self.kept = KeptSizes()  # declared state: the views and sizes last seen
+
+    def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+        if any(j.spec.kind is JobKind.SERVICE for j in snap.jobs.values()):
+            return self.shrink(snap, jobs, ws)
+        return (self.kept if self.keep_sizes else current_or_min)(snap, jobs, ws)
+
+
+def only_with_services(shrink: SizeHook) -> SizeHook:
+    """`OnlyWithServices(shrink)`: the trainmaster preset's base size hook."""
+    return OnlyWithServices(shrink)
 
 
 @dataclass
