@@ -24,7 +24,7 @@ from trainmaster.policies import cycle as cycle_module
 from trainmaster.policies import las
 from trainmaster.policies import trainmaster as preset_module
 from trainmaster.policies.backfill import Reservation
-from trainmaster.policies.las import RemainingOrder
+from trainmaster.policies.las import RemainingOrder, SameClassLowerRank
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
@@ -219,3 +219,28 @@ def test_kept_order_keys_follow_a_new_model(monkeypatch: pytest.MonkeyPatch) -> 
     runs = [[j.id for j in hook(s)] for hook in (fast, slow) for s in (snap, swapped)]
     assert runs[0] == runs[2] and runs[1] == runs[3]
     assert runs[1] != runs[0]  # the swap moved them
+
+
+def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SameClassLowerRank.lazy_sums`: a class's suffix sums added up only as far down as a claimant's room
+    asks; the same plans as summing every holder at set-up, and some holders never summed."""
+    rules: list[SameClassLowerRank] = []
+    init = SameClassLowerRank.__init__
+
+    def kept(self: SameClassLowerRank, ws: Workspace) -> None:
+        init(self, ws)
+        rules.append(self)
+
+    runs = {}
+    for lazy in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(SameClassLowerRank, "__init__", kept)
+            patch.setattr(SameClassLowerRank, "lazy_sums", lazy)
+            rules.clear()
+            plans = replay(patch)[0]
+            held = sum(len(h) for rule in rules for h in rule.held.values())
+            summed = sum(len(s) - 1 for rule in rules for s in rule.summed.values())
+            runs[lazy] = plans, held, summed
+    (fast, fast_held, fast_summed), (slow, slow_held, slow_summed) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert fast_held == slow_held == slow_summed > fast_summed
