@@ -8,6 +8,7 @@ jobs (some decisions admit no elastic job) with elastic parameter-server jobs wh
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cached_property
 
 import pytest
 from tests.replay_helpers import Recorder, same_plans
@@ -15,15 +16,19 @@ from tests.replay_helpers import Recorder, same_plans
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import JobSpec
+from trainmaster.core.job import JobSpec, simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
+from trainmaster.policies import cycle as cycle_module
+from trainmaster.policies import las
+from trainmaster.policies import trainmaster as preset_module
 from trainmaster.policies.backfill import Reservation
+from trainmaster.policies.las import RemainingOrder, SameClassLowerRank
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing
+from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing, OnlyWithServices
 from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.base import Workload
 from trainmaster.workloads.ps_truth import ps_workload
@@ -100,24 +105,142 @@ def test_kept_predictions_plan_as_asking_the_models(monkeypatch: pytest.MonkeyPa
     assert slow_ran[1] - fast_ran[1] > 200  # kept answers served (the models are asked elsewhere too)
 
 
-def test_kept_elastic_answers_plan_as_asking_every_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`AdaptiveCycle.keep_elastic`: whether a live job is elastic kept per job and spec; the same plans (their
-    wake-ups included) as asking every spec at each decision, and far fewer asks."""
-    asks = [0]
-    elastic = JobSpec.elastic
+def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`JobSpec.elastic` is worked out once per spec (a cached property: every live job's is asked at each
+    decision); the same plans (wake-ups at and off the resize tick included) as walking the roles at every
+    ask, no spec worked out twice, and a spec made by `dataclasses.replace` answers for its own roles."""
+    grown = simple_job("a", min_gpus=1, max_gpus=4)
+    fixed = replace(grown, roles={r: replace(s, max=s.min) for r, s in grown.roles.items()})
+    assert grown.elastic and not fixed.elastic
+
+    worked_out = JobSpec.__dict__["elastic"].func
+    worked: list[JobSpec] = []
 
     def counted(self: JobSpec) -> bool:
-        asks[0] += 1
-        return bool(elastic.fget(self))  # type: ignore[attr-defined]
+        worked.append(self)
+        return bool(worked_out(self))
+
+    def walked(self: JobSpec) -> bool:  # the reference: the roles walked at every ask
+        worked.append(self)
+        return any(r.elastic for r in self.roles.values())
+
+    cached = cached_property(counted)
+    cached.__set_name__(JobSpec, "elastic")
+    runs = {}
+    for reference in (False, True):
+        with monkeypatch.context() as patch:
+            patch.setattr(JobSpec, "elastic", property(walked) if reference else cached)
+            worked.clear()
+            runs[reference] = replay(patch)[0], len(worked), len({id(s) for s in worked})
+    (fast, fast_asks, fast_specs), (slow, slow_asks, _) = runs[False], runs[True]
+    same_plans(fast, slow)
+    assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
+    assert fast_asks == fast_specs <= 40 < slow_asks  # once per spec; the reference walks at every ask
+
+
+def test_kept_order_keys_plan_as_working_them_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RemainingOrder.keep_keys`: each job's sort key kept while its view and model are the same objects;
+    the same orders and plans as working out every live job's predicted remaining time at each decision."""
+    asked = [0]
+    predicted, order = las.predicted_remaining, RemainingOrder.__call__
+    orders: list[list[str]] = []
+
+    def counted(snap: Snapshot, job: JobView) -> float | None:
+        asked[0] += 1
+        return predicted(snap, job)
+
+    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        out = order(self, snap)
+        orders.append([j.id for j in out])
+        return out
 
     runs = {}
     for keep in (True, False):
         with monkeypatch.context() as patch:
-            patch.setattr(JobSpec, "elastic", property(counted))
-            patch.setattr(AdaptiveCycle, "keep_elastic", keep)
-            asks[0] = 0
-            runs[keep] = replay(patch)[0], asks[0]
-    (fast, fast_asks), (slow, slow_asks) = runs[True], runs[False]
+            patch.setattr(las, "predicted_remaining", counted)
+            patch.setattr(RemainingOrder, "__call__", recorded)
+            patch.setattr(RemainingOrder, "keep_keys", keep)
+            asked[0] = 0
+            orders.clear()
+            runs[keep] = replay(patch)[0], asked[0], list(orders)
+    (fast, fast_asks, fast_orders), (slow, slow_asks, slow_orders) = runs[True], runs[False]
     same_plans(fast, slow)
-    assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
-    assert fast_asks < slow_asks * 0.7  # (the other asks: the size phase's)
+    assert fast_orders == slow_orders
+    assert 0 < fast_asks < slow_asks * 0.7  # kept keys served; jobs that changed or reported asked again
+
+
+def test_kept_sizes_plan_as_current_or_min(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OnlyWithServices.keep_sizes` (no service live here): sizes worked out only for jobs whose view changed;
+    the same plans as `current_or_min` over every admitted job at each decision."""
+    sized = [0]
+    fixed = cycle_module.current_or_min
+
+    def counted(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> dict[object, object]:
+        sized[0] += len(jobs)
+        return fixed(snap, jobs, ws)  # type: ignore[return-value]
+
+    runs = {}
+    for keep in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(cycle_module, "current_or_min", counted)  # (`KeptSizes` reads it here)
+            patch.setattr(preset_module, "current_or_min", counted)
+            patch.setattr(OnlyWithServices, "keep_sizes", keep)
+            sized[0] = 0
+            runs[keep] = replay(patch)[0], sized[0]
+    (fast, fast_sized), (slow, slow_sized) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert 0 < fast_sized < slow_sized * 0.7
+
+
+def test_kept_order_keys_follow_a_new_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose model changed while its view did not (a type prior refit re-publishes waiting jobs'
+    models) is ordered by its new model: two jobs' models swapped between two decisions on the same views."""
+    snaps: list[Snapshot] = []
+    order = RemainingOrder.__call__
+
+    def kept(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        snaps.append(snap)
+        return order(self, snap)
+
+    monkeypatch.setattr(RemainingOrder, "__call__", kept)
+    replay(monkeypatch)
+    monkeypatch.undo()
+    for snap in snaps:
+        left = {jid: las.predicted_remaining(snap, snap.jobs[jid]) for jid in snap.models if jid in snap.jobs}
+        known = sorted((v, jid) for jid, v in left.items() if v is not None)
+        if len(known) >= 2 and known[0][0] < known[-1][0]:
+            a, b = known[0][1], known[-1][1]
+            break
+    else:
+        pytest.fail("no decision with two predicted jobs")
+    swapped = replace(snap, models={**snap.models, a: snap.models[b], b: snap.models[a]})
+    fast, slow = RemainingOrder(), RemainingOrder()
+    slow.keep_keys = False  # type: ignore[misc]
+    runs = [[j.id for j in hook(s)] for hook in (fast, slow) for s in (snap, swapped)]
+    assert runs[0] == runs[2] and runs[1] == runs[3]
+    assert runs[1] != runs[0]  # the swap moved them
+
+
+def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SameClassLowerRank.lazy_sums`: a class's suffix sums added up only as far down as a claimant's room
+    asks; the same plans as summing every holder at set-up, and some holders never summed."""
+    rules: list[SameClassLowerRank] = []
+    init = SameClassLowerRank.__init__
+
+    def kept(self: SameClassLowerRank, ws: Workspace) -> None:
+        init(self, ws)
+        rules.append(self)
+
+    runs = {}
+    for lazy in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(SameClassLowerRank, "__init__", kept)
+            patch.setattr(SameClassLowerRank, "lazy_sums", lazy)
+            rules.clear()
+            plans = replay(patch)[0]
+            held = sum(len(h) for rule in rules for h in rule.held.values())
+            summed = sum(len(s) - 1 for rule in rules for s in rule.summed.values())
+            runs[lazy] = plans, held, summed
+    (fast, fast_held, fast_summed), (slow, slow_held, slow_summed) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert fast_held == slow_held == slow_summed > fast_summed

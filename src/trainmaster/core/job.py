@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from trainmaster.core.resources import Resources
 
@@ -118,8 +119,10 @@ class JobSpec:
             out = out + spec.resources * spec.max
         return out
 
-    @property
+    @cached_property
     def elastic(self) -> bool:
+        """Whether a role may change size; worked out once per spec (the spec is immutable, and every live
+        job's is asked at each trainmaster decision). `dataclasses.replace` builds a new spec: no stale answer."""
         return any(r.elastic for r in self.roles.values())
 
     @property

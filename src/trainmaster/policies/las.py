@@ -20,11 +20,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
-from trainmaster.core.job import JobKind, Role
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.job import JobKind, JobSpec, Role
 from trainmaster.core.resources import Resources
+from trainmaster.models.book import JobModel
 from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
 from trainmaster.policies.queues import job_order_key
-from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
 from trainmaster.policies.tiresias import STARVATION, THRESHOLD, TiresiasOrder
 from trainmaster.policies.workspace import Workspace
 
@@ -65,14 +67,39 @@ class RemainingOrder(LasOrder):
     job with no prediction yet (it never reported) keeps its LAS place ahead of
     the predicted ones, so a newcomer runs, reports and is measured first, as
     Tiresias' first queue does. Tiresias' ranks are still kept for its wake-ups.
+
+    `keep_keys`: a job's sort key reads its view and its model alone (both immutable; the controller
+    rebuilds a view when its record changes and a model when the job reports), so it is kept across
+    decisions while both are the same objects (`keys`, declared state): between two decisions most live
+    jobs neither changed nor reported. False: every key worked out at every decision (the reference).
     """
+
+    keep_keys = True
+
+    def __init__(self, threshold: float = THRESHOLD, starvation: float | None = STARVATION) -> None:
+        super().__init__(threshold, starvation)
+        self.keys: dict[str, tuple[JobView, JobModel | None, tuple[int, int, float]]] = {}
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         def key(job: JobView) -> tuple[int, int, float]:
             left = predicted_remaining(snap, job)
             return (*_class_key(job), -1.0 if left is None else left)
 
-        return sorted(self.ranks(snap), key=key)  # stable: LAS order among the unpredicted
+        if not self.keep_keys:
+            return sorted(self.ranks(snap), key=key)  # stable: LAS order among the unpredicted
+        kept, models = self.keys, snap.models
+        forget_ended(kept, snap.jobs)
+
+        def kept_key(job: JobView) -> tuple[int, int, float]:
+            got = kept.get(job.id)
+            model = models.get(job.id)
+            if got is not None and got[0] is job and got[1] is model:
+                return got[2]
+            out = key(job)
+            kept[job.id] = (job, model, out)
+            return out
+
+        return sorted(self.ranks(snap), key=kept_key)
 
 
 class SameClassLowerRank(VictimRule):
@@ -81,32 +108,50 @@ class SameClassLowerRank(VictimRule):
     Holders are indexed per class, sorted by rank, with suffix sums of what
     they hold (`room`, an upper bound: evicted holders only lower it), so a
     decision with many claimants costs one sort, not a scan per claimant.
+
+    `lazy_sums`: a class's suffix sums are added up from its last holder down only as far as a claimant's
+    room asks (claimants come in rank order, so mostly once, down to the first claimant's place; the holders
+    ranked ahead of it are never summed), from the allocations held at set-up (immutable: the same sums, in
+    the same order, as at set-up). False: every class's sums at set-up (the reference).
     """
 
     put_back = True
     quota_aware = True
+    lazy_sums = True
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self.last = len(ws.rank)
         snap = ws.snap
-        holders: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        holders: dict[tuple[str, int], list[tuple[int, str, Allocation, JobSpec]]] = {}
         for jid, alloc in ws.allocations.items():
             job = snap.jobs.get(jid)
             if alloc and job is not None and job.spec.kind is JobKind.TRAINING:
-                holders.setdefault((ws.queue_of(job), job.spec.priority), []).append((self._rank(job), jid))
+                entry = (self._rank(job), jid, alloc, job.spec)
+                holders.setdefault((ws.queue_of(job), job.spec.priority), []).append(entry)
         self.ids: dict[tuple[str, int], list[str]] = {}
         self.ranks: dict[tuple[str, int], list[int]] = {}
-        self.suffix: dict[tuple[str, int], list[Resources]] = {}
+        # each holder's allocation and spec at set-up (`ids` loses evicted holders off the end; these stay)
+        self.held: dict[tuple[str, int], list[tuple[Allocation, JobSpec]]] = {}
+        self.summed: dict[tuple[str, int], list[Resources]] = {}  # sums of the last holders: summed[k] of k
         for key, entries in holders.items():
-            entries.sort()
-            self.ranks[key] = [r for r, _ in entries]
-            self.ids[key] = [jid for _, jid in entries]
-            sums = [Resources()]
-            for _, jid in reversed(entries):
-                sums.append(sums[-1] + ws.allocations[jid].resources(snap.jobs[jid].spec))
-            self.suffix[key] = sums[::-1]  # suffix[i]: held by entries[i:]
+            entries.sort()  # (rank, then id: ids are unique, nothing further is compared)
+            self.ranks[key] = [r for r, _, _, _ in entries]
+            self.ids[key] = [jid for _, jid, _, _ in entries]
+            self.held[key] = [(alloc, spec) for _, _, alloc, spec in entries]
+            self.summed[key] = [Resources()]
+            if not self.lazy_sums:
+                self._suffix(key, 0)
         self._last: tuple[JobView, tuple[tuple[str, int], int] | None] | None = None  # `_class`, kept
+
+    def _suffix(self, key: tuple[str, int], i: int) -> Resources:
+        """What the class's holders from index `i` on held at set-up (summed from the last one down)."""
+        summed, held = self.summed[key], self.held[key]
+        n = len(held)
+        while len(summed) <= n - i:
+            alloc, spec = held[n - len(summed)]  # the next holder down
+            summed.append(summed[-1] + alloc.resources(spec))
+        return summed[n - i]
 
     def _rank(self, job: JobView) -> int:
         return self.ws.rank.get(job.id, self.last)
@@ -142,7 +187,7 @@ class SameClassLowerRank(VictimRule):
         found = self._class(claimant)
         if found is None or found[1] >= len(self.ids[found[0]]):  # (`settled` keeps the last id a holder)
             return Resources()
-        return self.suffix[found[0]][found[1]]
+        return self._suffix(*found)
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         found = self._class(claimant)

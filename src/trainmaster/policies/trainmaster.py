@@ -71,10 +71,10 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from trainmaster.core.job import JobKind, JobSpec
+from trainmaster.core.job import JobKind
 from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import backfill as backfill_hook
-from trainmaster.policies.cycle import AfterHook, Cycle, OrderHook, SizeHook, Sizes, current_or_min
+from trainmaster.policies.cycle import AfterHook, Cycle, KeptSizes, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
 from trainmaster.policies.goodput import choose_batches, switch_gain
@@ -82,7 +82,7 @@ from trainmaster.policies.las import LasOrder, RemainingOrder, las_preempt
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
-from trainmaster.policies.snapshot import JobView, Plan, Snapshot, forget_ended
+from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.tiresias import INTERVAL
 from trainmaster.policies.workspace import Workspace
 
@@ -139,22 +139,36 @@ class GainSizing:
         return blocked
 
 
-def only_with_services(shrink: SizeHook) -> SizeHook:
-    """`shrink` while a service is live; otherwise every job keeps its size (`current_or_min`).
+class OnlyWithServices:
+    """Size hook: `shrink` while a service is live; otherwise every job keeps its size (`current_or_min`).
 
     Under `GainSizing` the targets already leave room for every pending job's
     minimum, and the load line's headroom is for services; with none of them,
     `shrink_for_pending` only shrinks jobs the greedy means to keep (a second
     set of victims: extra restarts). Pollux workloads 1-8, elastic: mean JCT
     -2.5% / -1.0% / -0.7% at loads 0.5 / 1 / 2 (BENCHMARKS.md, third pass).
+
+    `keep_sizes`: without services the sizes come from `cycle.KeptSizes` (`current_or_min` for the jobs
+    whose view changed), whose dicts are shared across decisions: the trainmaster phases after sizing
+    replace a job's size (`GainSizing.size`, `apply_objectives`) but never edit one in place
+    (`shrink_for_pending` does, on dicts of its own). False: `current_or_min` every decision (the reference).
     """
 
-    def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
-        if any(j.spec.kind is JobKind.SERVICE for j in snap.jobs.values()):
-            return shrink(snap, jobs, ws)
-        return current_or_min(snap, jobs, ws)
+    keep_sizes = True
 
-    return size
+    def __init__(self, shrink: SizeHook) -> None:
+        self.shrink = shrink
+        self.kept = KeptSizes()  # declared state: the views and sizes last seen
+
+    def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+        if any(j.spec.kind is JobKind.SERVICE for j in snap.jobs.values()):
+            return self.shrink(snap, jobs, ws)
+        return (self.kept if self.keep_sizes else current_or_min)(snap, jobs, ws)
+
+
+def only_with_services(shrink: SizeHook) -> SizeHook:
+    """`OnlyWithServices(shrink)`: the trainmaster preset's base size hook."""
+    return OnlyWithServices(shrink)
 
 
 @dataclass
@@ -168,9 +182,6 @@ class AdaptiveCycle(Cycle):
     tick: float = TICK
     resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
     issued: dict[str, int] = field(default_factory=dict, repr=False)  # cross-decision: job -> the batch last sent
-    # cross-decision: job -> its spec and whether it is elastic (`_any_elastic`)
-    elastic: dict[str, tuple[JobSpec, bool]] = field(default_factory=dict, repr=False)
-    keep_elastic = True  # False: ask every live job's spec whether it is elastic at every decision (the reference)
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
@@ -181,25 +192,10 @@ class AdaptiveCycle(Cycle):
         if isinstance(self.order, LasOrder):
             wait = self.order.ranks.next_change(snap, plan)
             wake = math.inf if wait is None else max(self.tick, wait)
-        if self.resize_tick is not None and wake > self.resize_tick and self._any_elastic(snap):
+        live = snap.jobs.values()
+        if self.resize_tick is not None and wake > self.resize_tick and any(j.spec.elastic for j in live):
             wake = self.resize_tick  # models learn between events: revisit elastic sizes
         return replace(plan, wake_after=None if math.isinf(wake) else wake)
-
-    def _any_elastic(self, snap: Snapshot) -> bool:
-        """Whether a live job is elastic; the answer kept per job while its spec is the same object
-        (`JobSpec.elastic` walks the roles, and this is asked of every live job at each decision)."""
-        if not self.keep_elastic:
-            return any(j.spec.elastic for j in snap.jobs.values())
-        kept = self.elastic
-        forget_ended(kept, snap.jobs)
-        for jid, job in snap.jobs.items():
-            spec = job.spec
-            got = kept.get(jid)
-            if got is None or got[0] is not spec:
-                got = kept[jid] = (spec, spec.elastic)
-            if got[1]:
-                return True
-        return False
 
     def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
         """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""
