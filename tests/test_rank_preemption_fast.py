@@ -1,10 +1,11 @@
 """Rank preemption's (tiresias, srtf) session-11 fast paths plan exactly as their references.
 
 `LowerRank.bisect_room` finds the holders ranked ahead of a claimant by bisection instead of a step per
-holder; `Tiresias.first_misfit` gives up the pending pass when the first pending job alone does not fit,
-without summing every pending job's minimum. A contended workload (a long line, preemption, migration)
-replays with each switch on and off; every plan, the order of its allocations and its waits (in order)
-must be equal, and the fast path must have been taken.
+holder; `LowerRank.ranked_holders` takes the holders in the rank's own order instead of sorting them;
+`Tiresias.first_misfit` gives up the pending pass when the first pending job alone does not fit, without
+summing every pending job's minimum. A contended workload (a long line, preemption, migration) replays
+with each switch on and off; every plan, the order of its allocations and its waits (in order) must be
+equal, and the fast path must have been taken.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ def replay(make: Callable[[], Cycle], switches: dict[str, tuple[type, bool]],
     return recorder.plans, counts
 
 
+@pytest.mark.parametrize("switch", ["bisect_room", "ranked_holders"])
 @pytest.mark.parametrize("make", [tiresias.make, srtf.make], ids=["tiresias", "srtf"])
-def test_bisect_room_plans_alike(make: Callable[[], Cycle], monkeypatch: pytest.MonkeyPatch) -> None:
-    fast, fast_counts = replay(make, {"bisect_room": (LowerRank, True)}, monkeypatch)
-    slow, slow_counts = replay(make, {"bisect_room": (LowerRank, False)}, monkeypatch)
+def test_lower_rank_plans_alike(make: Callable[[], Cycle], switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, fast_counts = replay(make, {switch: (LowerRank, True)}, monkeypatch)
+    slow, slow_counts = replay(make, {switch: (LowerRank, False)}, monkeypatch)
     same_plans(fast, slow, least=100)  # (`Plan` equality covers `wake_after`)
     assert fast_counts["passed"] == slow_counts["passed"] > 0  # rooms of claimants ranked after some holders
 

@@ -217,12 +217,17 @@ class LowerRank(VictimRule):
     `bisect_room`: the holders ranked ahead of a claimant are found by bisection over `holders` (sorted by
     rank, the set-up's own key) instead of a Python step per holder passed (~100-170 of ~190 at the first
     claimant on Philly 80x8).
+
+    `ranked_holders`: the holders are the ranked jobs that hold something, taken in the rank's own order
+    (`Cycle.run` builds it in rank order, so the sort by rank is one linear pass over a sorted run) instead of
+    a sort of the allocations' order (a full sort, and a set intersection to tell that every holder is ranked).
     """
 
     migrate = True
     monotone = True  # what holders ranked after the claimant and the free capacity add up to only shrinks
     lazy_sums = True
     bisect_room = True  # False: `room` steps past the holders ranked ahead one at a time (the reference)
+    ranked_holders = True  # False: sort the holders in the allocations' order (the reference)
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -230,9 +235,13 @@ class LowerRank(VictimRule):
         self.last = len(rank)
         allocations = ws.allocations
         # Victims come off the end. (C-level key when every holder is ranked, as in a full pass.)
-        ranked = len(rank.keys() & allocations.keys()) == len(allocations)
+        if self.ranked_holders:
+            ahead = sorted(filter(allocations.__contains__, rank), key=rank.__getitem__)  # (nearly sorted)
+            ranked = len(ahead) == len(allocations)
+        else:
+            ranked = len(rank.keys() & allocations.keys()) == len(allocations)
         self._key: Callable[[str], int] = rank.__getitem__ if ranked else self._rank
-        self.holders = sorted(allocations, key=self._key)
+        self.holders = ahead if self.ranked_holders and ranked else sorted(allocations, key=self._key)
         self.held: dict[str, Resources] = {}  # what holders[summed:] hold
         self.below = Resources()  # held by holders[cursor:end], once summed
         self.summed: int | None = None  # from which holder `held` and `below` were read (None: not yet)
