@@ -68,6 +68,7 @@ def test_the_real_jobs_tour_works_line_by_line(tmp_path: Path) -> None:
     log = (tmp_path / "server.log").open("wb")
     server = subprocess.Popen(["bash", "-c", lines[0].removesuffix("&").strip()], cwd=REPO, env=env,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    failure: BaseException | None = None  # a step that failed: shown as the cause if the server then hangs too
     try:
         wait_until("the server", lambda: _healthy(env))
         for line in lines[1:]:
@@ -84,6 +85,9 @@ def test_the_real_jobs_tour_works_line_by_line(tmp_path: Path) -> None:
                 assert "local" in out or "default" in out, out
             elif line.startswith("trainmaster cancel"):
                 wait_until("the job to be cancelled", lambda: state(env, job) == "cancelled")
+    except BaseException as exc:
+        failure = exc
+        raise
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # `kill %1`: how a backgrounded server is stopped
         try:
@@ -93,7 +97,7 @@ def test_the_real_jobs_tour_works_line_by_line(tmp_path: Path) -> None:
             time.sleep(2)
             os.killpg(server.pid, signal.SIGKILL)
             raise AssertionError(f"the server did not stop on SIGTERM: {(tmp_path / 'server.log').read_text()}") \
-                from None
+                from failure
 
 
 def _healthy(env: dict[str, str]) -> bool:
@@ -104,8 +108,10 @@ def _healthy(env: dict[str, str]) -> bool:
 
 
 def _follow_then_interrupt(line: str, env: dict[str, str]) -> None:
+    # SIGINT back at its default for the CLI: a non-interactive shell starts background jobs with it ignored
+    # (`make test &`), and Python then keeps ignoring it, so the Ctrl-C below would not reach `logs -f`.
     proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     first = proc.stdout.readline()  # blocks until the running task's log has a line (the engine's launch line)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as the README says (the job runs on: it prints little itself)

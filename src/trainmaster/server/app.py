@@ -243,6 +243,8 @@ def create_app(daemon: Daemon, *, token: str | None = None,
                                f"use one of {', '.join(names)}" if names else "the job has not started yet")
 
         def done() -> bool:
+            if daemon.closing.is_set():  # the server is stopping: end the stream (its client sees the end)
+                return True
             row = daemon.store.job(job_id)
             return row is None or JobState(row["state"]).terminal
 

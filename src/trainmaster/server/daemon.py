@@ -74,6 +74,9 @@ class Daemon:
         self._decided: dict[str, tuple[float, str]] = {}  # last decision written, per live job
         self._placed: dict[str, Allocation] = {}  # allocation last written to `tasks`, per live job
         self._stop = threading.Event()
+        # Set once the server begins to shut down: open `logs?follow` streams end at their next poll, for the
+        # web server waits for every open response before it exits (see serve.Server).
+        self.closing = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
         self.nodes_view: tuple[Mapping[str, Any], ...] = ()
@@ -97,6 +100,7 @@ class Daemon:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the loop, then the engine's tasks (they checkpoint; the next start resumes them)."""
+        self.closing.set()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import signal
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 import uvicorn
@@ -106,6 +108,32 @@ def build(config: ServerConfig) -> tuple[Daemon, Store, Path]:
     return daemon, store, run_dir
 
 
+class Server(uvicorn.Server):
+    """uvicorn's server, telling the daemon when a stop signal arrives.
+
+    On SIGINT/SIGTERM uvicorn waits for every open response to end before it
+    exits, and a `logs?follow` stream of a running job would end only with
+    the job, even after its client has gone: the stream's generator runs in a
+    worker thread that no cancellation reaches. The daemon's `closing` event
+    ends such streams at their next poll.
+    """
+
+    def __init__(self, config: uvicorn.Config, daemon: Daemon) -> None:
+        super().__init__(config)
+        self.daemon = daemon
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.daemon.closing.set()
+        super().handle_exit(sig, frame)
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM, once uvicorn has shut down (it restores the handler it found and raises the signal again):
+    leave through `serve`'s cleanup, as SIGINT does, so the daemon stops its tasks (they checkpoint) and the
+    process exits 0, instead of dying by the signal with its tasks left running."""
+    raise SystemExit(0)
+
+
 def serve(config: ServerConfig) -> int:
     """Run until SIGINT/SIGTERM; the jobs' state stays in the data directory for the next start."""
     setup_logs(config.log_level)
@@ -119,8 +147,9 @@ def serve(config: ServerConfig) -> int:
         "url": f"http://{config.host}:{config.port}", "policy": daemon.policy.name,
         "nodes": len(daemon.controller.cluster), "data_dir": str(config.data_dir),
         "token": "required" if config.token else "off"}})
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                           access_log=False, log_config=None))
+    server = Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                   access_log=False, log_config=None), daemon)
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         server.run()
     finally:
