@@ -14,10 +14,8 @@ import os
 from pathlib import Path
 
 from trainmaster.engines.base import Outcome, Recovered
-from trainmaster.engines.gang import complete_despite
+from trainmaster.engines.gang import EXIT_PREEMPTED, complete_despite
 from trainmaster.engines.local.tasks import exit_file, read_exit
-
-EXIT_PREEMPTED = 75  # a task that checkpointed and stopped on request
 
 
 def write_manifest(job_dir: Path, attempt: int, tasks: list[str]) -> None:
