@@ -117,12 +117,39 @@ def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | 
     return (spec.transient is TransientUse.NEVER, spec.require_gpu_types, role, r.cpu, r.memory, r.gpu, n)
 
 
+class KeptGangs:
+    """`gang_key` per job view, kept across decisions by one place hook (its policy's state).
+
+    A key reads the view's spec, the size asked and the cluster's `mixed` alone; the view is frozen and
+    rebuilt only when its record changes, and `KeptSizes` hands an unchanged view the same size mapping
+    each decision, so an entry found for this very view and mapping is the key `gang_key` would compute
+    (two lookups instead of a call and a tuple built per pending job per decision: most of a long line).
+    The (size, key) pair itself is what the place phase leaves for preemption (`Workspace.gangs`).
+    Switch: `KeptGangs.kept = False` computes every key afresh (the reference).
+    """
+
+    kept: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.views: dict[str, JobView] = {}
+        self.pairs: dict[str, tuple[Mapping[Role, int], GangKey | None]] = {}
+        self.mixed: bool | None = None  # the cluster's `mixed` the keys were found for
+
+    def start(self, mixed: bool, live: int) -> None:
+        """Before a decision with `live` jobs: forget every key when `mixed` changed (another cluster), and
+        the jobs that left once they are most of what is kept."""
+        if mixed is not self.mixed or len(self.pairs) > 4 * live + 256:
+            self.views, self.pairs, self.mixed = {}, {}, mixed
+
+
 def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
-    `skip_misfits`: a pending job whose gang (`gang_key`) did not fit, with nothing placed or released
-    since, waits with the same wait without a search (most of a long line, on a busy cluster).
+    `skip_misfits`: a pending job whose gang (`gang_key`, kept per view: `KeptGangs`) did not fit, with
+    nothing placed or released since, waits with the same wait without a search (most of a long line, on a
+    busy cluster).
     """
+    memo = KeptGangs()
 
     def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
               ws: Workspace) -> list[JobView]:
@@ -131,26 +158,36 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
         failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
         mixed = skip_misfits and ws.memo.traits.mixed
         allocations, wanted = ws.allocations, sizes.get  # (the workspace never rebinds its allocations)
+        kept = KeptGangs.kept
+        if kept:
+            memo.start(mixed, len(jobs))
+        gangs, views, pairs = ws.gangs, memo.views, memo.pairs
         for job in jobs:  # (a step per live job, most of them keeping what they hold: kept lean)
-            want = wanted(job.id)
+            jid = job.id
+            want = wanted(jid)
             if want is None:
                 continue
-            if head is not None and not (job.active and job.id in allocations):
-                ws.block_behind(job.id, head.id)
+            if head is not None and not (job.active and jid in allocations):
+                ws.block_behind(jid, head.id)
                 blocked.append(job)
                 continue
-            held = allocations.get(job.id)
+            held = allocations.get(jid)
             if held is not None and held.tasks and (  # (`Allocation.__bool__`, inlined)
                     held.role_counts == want or all(held.count(r) == n for r, n in want.items())):
                 continue  # keeps what it holds
             key = None
             if skip_misfits and not held and not job.allocation.tasks:
-                key = gang_key(job.spec, want, mixed)
-                ws.gangs[job.id] = (want, key)  # (preemption reads it again: `preempt_with`)
+                pair = pairs.get(jid) if kept else None
+                if pair is None or pair[0] is not want or views.get(jid) is not job:
+                    pair = (want, gang_key(job.spec, want, mixed))
+                    if kept:
+                        pairs[jid], views[jid] = pair, job
+                gangs[jid] = pair  # (preemption reads it again: `preempt_with`)
+                key = pair[1]
             if key is not None:
                 seen = failed.get(key)
                 if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)
-                    ws.waits[job.id] = seen[1]
+                    ws.waits[jid] = seen[1]
                     blocked.append(job)
                     continue
             alloc = ws.place(job, want)
@@ -159,7 +196,7 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                     continue
                 ws.block_for_room(job, want)
                 if key is not None:
-                    failed[key] = (ws.total_free, ws.waits[job.id])
+                    failed[key] = (ws.total_free, ws.waits[jid])
                 blocked.append(job)
                 if strict and head is None:
                     head = job

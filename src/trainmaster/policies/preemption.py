@@ -31,8 +31,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
-from itertools import islice, repeat
-from operator import attrgetter, le
+from itertools import compress, count, islice, repeat
+from operator import attrgetter, is_, le, not_, or_
+from typing import cast
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, Role
@@ -177,6 +178,10 @@ class VictimRule(ABC):
     # one could (`LowerRank`), so a one-role gang that could not start is not tried again (`cycle.gang_key`).
     monotone = False
     shortcuts = True  # False: every claimant is tried in full (the reference the shortcuts must plan like)
+    # Once `exhausted`: the claimants whose gang is lost or did not fit as things stand are left blocked a run
+    # at a time, found by C-level passes over their keys (`_skippable`), instead of a Python step each (a long
+    # line on a busy cluster: thousands per decision). False: a step per claimant (the reference).
+    skip_runs = True
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
@@ -419,6 +424,31 @@ def _victim_waits(ws: Workspace, claimant: JobView, kind: str, victim: JobView) 
         ws.block(victim.id, WaitKind.PRIORITY, f"preempted by {claimant.id} ({why})")
 
 
+def _claimant_key(claimant: JobView, wants: Mapping[str, Mapping[Role, int]],
+                  gangs: Mapping[str, tuple[Mapping[Role, int], GangKey | None]], allocations: Mapping[str, Allocation],
+                  rejected: Mapping[str, str], mixed: bool) -> GangKey | None:
+    """The claimant's `gang_key` where its placement depends on free capacity alone (else None): the place
+    phase's, found for this very `want`, or computed."""
+    if claimant.allocation.tasks:
+        return None
+    jid = claimant.id
+    want = wants.get(jid)
+    if want is None or jid in allocations or jid in rejected:
+        return None
+    found = gangs.get(jid)
+    return found[1] if found is not None and found[0] is want else gang_key(claimant.spec, want, mixed)
+
+
+def _skippable(keys: list[GangKey | None], start: int, lost: set[GangKey], misfits: dict[GangKey, Resources],
+               free: Resources) -> int:
+    """The first index from `start` on whose claimant the loop must try (len(keys): none): the ones before
+    it have a key lost or one that did not fit with `free`, the free total now (C-level passes)."""
+    gone = map(lost.__contains__, islice(keys, start, None))
+    get = cast(Callable[[GangKey | None], Resources | None], misfits.get)  # (None: never a misfit)
+    misfit = map(is_, map(get, islice(keys, start, None)), repeat(free))
+    return next(compress(count(start), map(not_, map(or_, gone, misfit))), len(keys))
+
+
 def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: VictimRule) -> list[JobView]:
     """The one preemption (module doc): the jobs still blocked after it."""
     still: list[JobView] = []
@@ -434,28 +464,40 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     if rule.shortcuts and rule.idle(claimants):
         return list(claimants)
     done = False  # `rule.exhausted`: nobody has anybody to evict from here on; a claimant starts as is or not
-    for claimant in claimants:
-        key = None
-        if keyed and not claimant.allocation.tasks:
-            jid = claimant.id
-            want = wants.get(jid)
-            if want is not None and jid not in allocations and jid not in rejected:
-                found = gangs.get(jid)  # the place phase's key, for this very `want`
-                key = found[1] if found is not None and found[0] is want else gang_key(claimant.spec, want, mixed)
-                if key is not None and key in lost:
-                    still.append(claimant)
-                    continue
-                if done and key is not None and misfits.get(key) is ws.total_free:  # (`_evict_for`'s shortcut)
-                    if rule.monotone:
-                        lost.add(key)
-                    still.append(claimant)
-                    continue
+    keys: list[GangKey | None] | None = None  # once `done` (`skip_runs`): the keys of claimants[after:]
+    after, i, n = 0, 0, len(claimants)
+    while i < n:
+        if keys is not None:  # (`skip_runs`: leave the run of skippable claimants blocked at once)
+            j = _skippable(keys, i - after, lost, misfits, ws.total_free) + after
+            if j > i:
+                still.extend(claimants[i:j])
+                if rule.monotone:  # (each of them did not fit as is: lost, as the step below would say)
+                    lost.update(filter(None, islice(keys, i - after, j - after)))  # (none is None)
+                i = j
+                if i == n:
+                    break
+        claimant = claimants[i]
+        i += 1
+        key = _claimant_key(claimant, wants, gangs, allocations, rejected, mixed) if keyed else None
+        if key is not None:
+            if key in lost:
+                still.append(claimant)
+                continue
+            if done and misfits.get(key) is ws.total_free:  # (`_evict_for`'s shortcut)
+                if rule.monotone:
+                    lost.add(key)
+                still.append(claimant)
+                continue
         evicted = _evict_for(rule, ws, claimant, key, misfits)
         if evicted is None:
             if key is not None and rule.monotone:
                 lost.add(key)
             if rule.shortcuts and not done:
                 done = rule.exhausted(claimant)
+                if done and keyed and rule.skip_runs:
+                    after = i
+                    keys = [_claimant_key(c, wants, gangs, allocations, rejected, mixed)
+                            for c in islice(claimants, i, None)]
             still.append(claimant)
             continue
         if evicted:
