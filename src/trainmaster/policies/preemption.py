@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from itertools import compress, count, islice, repeat
-from operator import attrgetter, is_, le, not_, or_
+from operator import attrgetter, getitem, is_, itemgetter, le, not_, or_
 from typing import cast
 
 from trainmaster.core.allocation import Allocation
@@ -50,6 +50,8 @@ _ID = attrgetter("id")
 _SPEC = attrgetter("spec")
 _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 _KIND_PRIORITY = attrgetter("spec.kind", "spec.priority")
+_WANT, _GANG = itemgetter(0), itemgetter(1)  # of a `Workspace.gangs` entry
+_NO_GANG: tuple[object, None] = (object(), None)  # (no `want` is this object)
 SERVICE, PRIORITY, RECLAIM, RANK = "service", "priority", "reclaim", "rank"  # how a victim may be evicted
 
 
@@ -439,6 +441,22 @@ def _claimant_key(claimant: JobView, wants: Mapping[str, Mapping[Role, int]],
     return found[1] if found is not None and found[0] is want else gang_key(claimant.spec, want, mixed)
 
 
+def _keys(claimants: list[JobView], wants: Mapping[str, Mapping[Role, int]],
+          gangs: Mapping[str, tuple[Mapping[Role, int], GangKey | None]], allocations: Mapping[str, Allocation],
+          rejected: Mapping[str, str], mixed: bool) -> list[GangKey | None]:
+    """`_claimant_key` of each of `claimants` (the rest of an exhausted pass, none placed yet): the place
+    phase's keys found for the very `want` read in C-level passes (such a claimant holds nothing and was
+    admitted: the place phase keyed it, then blocked it), the others' computed."""
+    ids = list(map(_ID, claimants))
+    found = list(map(gangs.get, ids, repeat(_NO_GANG)))
+    same = list(map(is_, map(_WANT, found), map(wants.get, ids)))
+    keys: list[GangKey | None] = list(map(getitem, zip(repeat(None), map(_GANG, found)), same))
+    if not all(same):
+        for k in compress(count(), map(not_, same)):
+            keys[k] = _claimant_key(claimants[k], wants, gangs, allocations, rejected, mixed)
+    return keys
+
+
 def _skippable(keys: list[GangKey | None], start: int, lost: set[GangKey], misfits: dict[GangKey, Resources],
                free: Resources) -> int:
     """The first index from `start` on whose claimant the loop must try (len(keys): none): the ones before
@@ -496,8 +514,7 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                 done = rule.exhausted(claimant)
                 if done and keyed and rule.skip_runs:
                     after = i
-                    keys = [_claimant_key(c, wants, gangs, allocations, rejected, mixed)
-                            for c in islice(claimants, i, None)]
+                    keys = _keys(claimants[i:], wants, gangs, allocations, rejected, mixed)
             still.append(claimant)
             continue
         if evicted:
