@@ -1,6 +1,6 @@
 """Session 12's busy-line steps plan exactly as their references.
 
-`VictimRule.skip_runs`: once preemption is `exhausted`, the claimants whose gang is lost or did not fit as
+`VictimRule.skip_runs`: once preemption is `exhausted` with a long line left, the claimants whose gang is lost or did not fit as
 things stand are left blocked a run at a time (C-level passes over their keys) instead of a step each.
 `KeptGangs.kept`: the place phase keeps each pending job's `gang_key` per view across decisions instead of
 computing it per job per decision. Each preset replays a contended workload (a long line, preemption,
@@ -47,6 +47,7 @@ def _run(preset: str, switch: str, on: bool, monkeypatch: pytest.MonkeyPatch,
 
     with monkeypatch.context() as patch:
         patch.setattr(SWITCHES[switch], switch, on)
+        patch.setattr(VictimRule, "skip_runs_from", 0)  # (the replay's lines are short: every run taken)
         patch.setattr(preemption, "_skippable", counted_skippable)
         patch.setattr(cycle, "gang_key", counted_key)
         policy = make_policy(preset)
@@ -63,7 +64,9 @@ def _replay(policy: Cycle) -> list[Plan]:
 
 def _busy(policy: Cycle) -> list[Plan]:
     snap = snapshot(busy=True, pending=4000)  # (more than the victims make room for)
-    return [policy.decide(snap), policy.decide(snap)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(VictimRule, "skip_runs_from", 128)  # (the default: a long rest)
+        return [policy.decide(snap), policy.decide(snap)]
 
 
 @pytest.mark.parametrize("preset", ["tiresias", "srtf", "trainmaster"])

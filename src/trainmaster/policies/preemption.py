@@ -184,6 +184,7 @@ class VictimRule(ABC):
     # at a time, found by C-level passes over their keys (`_skippable`), instead of a Python step each (a long
     # line on a busy cluster: thousands per decision). False: a step per claimant (the reference).
     skip_runs = True
+    skip_runs_from = 128  # (fewer claimants left: a step each costs less than the passes' set-up)
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
@@ -430,7 +431,8 @@ def _claimant_key(claimant: JobView, wants: Mapping[str, Mapping[Role, int]],
                   gangs: Mapping[str, tuple[Mapping[Role, int], GangKey | None]], allocations: Mapping[str, Allocation],
                   rejected: Mapping[str, str], mixed: bool) -> GangKey | None:
     """The claimant's `gang_key` where its placement depends on free capacity alone (else None): the place
-    phase's, found for this very `want`, or computed."""
+    phase's, found for this very `want`, or computed. (A claimant the place phase keyed for its `want` holds
+    nothing, was admitted and, until its own turn, is placed by nobody: callers read that key directly.)"""
     if claimant.allocation.tasks:
         return None
     jid = claimant.id
@@ -496,7 +498,11 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                     break
         claimant = claimants[i]
         i += 1
-        key = _claimant_key(claimant, wants, gangs, allocations, rejected, mixed) if keyed else None
+        key = None
+        if keyed:  # (the place phase's key where it found one for this very `want`: `_claimant_key`)
+            found = gangs.get(claimant.id, _NO_GANG)
+            key = (found[1] if found[0] is wants.get(claimant.id)
+                   else _claimant_key(claimant, wants, gangs, allocations, rejected, mixed))
         if key is not None:
             if key in lost:
                 still.append(claimant)
@@ -512,7 +518,7 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                 lost.add(key)
             if rule.shortcuts and not done:
                 done = rule.exhausted(claimant)
-                if done and keyed and rule.skip_runs:
+                if done and keyed and rule.skip_runs and n - i >= rule.skip_runs_from:
                     after = i
                     keys = _keys(claimants[i:], wants, gangs, allocations, rejected, mixed)
             still.append(claimant)
