@@ -1,7 +1,8 @@
 """Session 12's busy-line steps plan exactly as their references.
 
-`VictimRule.skip_runs`: once preemption is `exhausted` with a long line left, the claimants whose gang is lost or did not fit as
-things stand are left blocked a run at a time (C-level passes over their keys) instead of a step each.
+`VictimRule.skip_runs`: once preemption is `exhausted` with a long line left, the claimants whose gang is
+lost or did not fit as things stand are left blocked a run at a time (C-level passes over their keys, as the
+place phase left them) instead of a step each.
 `KeptGangs.kept`: the place phase keeps each pending job's `gang_key` per view across decisions instead of
 computing it per job per decision. Each preset replays a contended workload (a long line, preemption,
 migration) and decides the decision bench's busy snapshot with each switch on and off: every plan equal,
@@ -75,8 +76,11 @@ def test_skip_runs_plan_alike(preset: str, monkeypatch: pytest.MonkeyPatch) -> N
         fast, fast_seen = _run(preset, "skip_runs", True, monkeypatch, decide)
         slow, slow_seen = _run(preset, "skip_runs", False, monkeypatch, decide)
         same_plans(fast, slow, least=least)
+        if preset == "trainmaster":  # (its place phase keys no gang: every claimant is stepped, as before)
+            assert fast_seen["skipped"] == 0
+            continue
         assert fast_seen["skipped"] > 0 == slow_seen["skipped"]  # runs of claimants were left blocked at once
-    assert fast_seen["skipped"] > 1000  # (the busy snapshot: most of its line)
+        assert decide is _replay or fast_seen["skipped"] > 1000  # (the busy snapshot: most of its line)
 
 
 @pytest.mark.parametrize("preset", ["tiresias", "srtf"])

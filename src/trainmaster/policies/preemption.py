@@ -184,7 +184,10 @@ class VictimRule(ABC):
     # at a time, found by C-level passes over their keys (`_skippable`), instead of a Python step each (a long
     # line on a busy cluster: thousands per decision). False: a step per claimant (the reference).
     skip_runs = True
-    skip_runs_from = 128  # (fewer claimants left: a step each costs less than the passes' set-up)
+    # (Fewer claimants left: a step each costs less than the passes' set-up. Only where the place phase keyed
+    # the line, `Workspace.gangs`: keying thousands afresh at once keeps as many new tuples alive, and the
+    # collector's passes they bring cost trainmaster's busy decision more than the steps spared.)
+    skip_runs_from = 128
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         return blocked
@@ -518,7 +521,7 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                 lost.add(key)
             if rule.shortcuts and not done:
                 done = rule.exhausted(claimant)
-                if done and keyed and rule.skip_runs and n - i >= rule.skip_runs_from:
+                if done and keyed and gangs and rule.skip_runs and n - i >= rule.skip_runs_from:
                     after = i
                     keys = _keys(claimants[i:], wants, gangs, allocations, rejected, mixed)
             still.append(claimant)
