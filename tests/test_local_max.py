@@ -143,6 +143,12 @@ def test_without_caps_the_goodput_law_is_unchanged_and_with_one_it_counts_micro_
     law_b = capped.speed(capped.learners["b"], optimistic=True)[0]
     assert isinstance(law_a, MicroFit) and law_a.local_max == 256
     assert type(law_b) is SpeedFit  # b declared none: it runs one micro-batch, whatever its siblings do
+    own = list(capped.learners["b"].rows.values())
+    siblings = capped.priors.rows("cifar10", Form.ALLREDUCE, exclude="b")
+    table = [goodput_features(r.config, None) for r in own] + [goodput_features(r.config, 256) for r in siblings]
+    by_hand = fit(Form.ALLREDUCE, own + siblings, [1.0] * len(own) + [1 / len(siblings)] * len(siblings),
+                  cross_slope=False, table=table)
+    assert by_hand is not None and law_b.theta == by_hand.theta  # a's rows counted with a's cap in b's fit
     # the speed law (cross_slope=True) never counts micro-batches
     assert type(capped.speed(capped.learners["a"])[0]) is SpeedFit
 
