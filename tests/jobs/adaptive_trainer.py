@@ -4,8 +4,8 @@ The learning rate follows the batch by square-root scaling; the backward pass
 measures the gradient noise (`trainmaster.train.goodput`) and every progress
 line carries the batch and the gradient statistics. It trains until the
 engine stops it at the job's loss target (or `--steps`). `--local-max` (the job's
-`spec.adaptiveBatch.localMax`) caps the samples one forward/backward computes: a larger
-local batch accumulates gradients over `micro_batches(...)` passes per step.
+`spec.adaptiveBatch.localMax`, which the engine passes as TM_LOCAL_MAX, the default) caps the samples
+one forward/backward computes: a larger local batch accumulates gradients over `micro_batches(...)` passes per step.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import trainmaster.train as tm
 from trainmaster.train.goodput import (
     GradientNoise,
     batch_size,
+    local_max,
     measured_backward,
     measured_micro_backward,
     micro_batches,
@@ -45,7 +46,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--base", type=int, default=32, help="the batch --lr was tuned for")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--local-max", type=int, default=None, help="the job's spec.adaptiveBatch.localMax")
+    p.add_argument("--local-max", type=int, default=local_max(),
+                   help="the job's spec.adaptiveBatch.localMax (default: TM_LOCAL_MAX, which the engine sets)")
     args = p.parse_args()
     session = tm.init()
     batch = batch_size(args.base)
@@ -77,7 +79,7 @@ def main() -> None:
             loss_a = nn.functional.cross_entropy(model(x[a]), y[a])
             loss_b = nn.functional.cross_entropy(model(x[b]), y[b]) if len(b) else loss_a * 0
             measured_backward(params, loss_a, loss_b, (len(a), max(len(b), 1)), noise)
-            mean_loss = float(loss_a + loss_b) / 2
+            mean_loss = float((loss_a + loss_b).detach()) / 2  # detached: no grad-to-scalar warning
         optimizer.step()
         session.annotate(**noise.stats())
         session.report(step + 1, loss=mean_loss, samples=local)

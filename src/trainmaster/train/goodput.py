@@ -30,18 +30,29 @@ import torch
 SMOOTHING = 0.1  # weight of the newest estimate in the moving averages (single estimates are noisy)
 
 
-def batch_size(default: int) -> int:
-    """The global batch the scheduler chose (`TM_BATCH_SIZE`), or `default` when it chose none."""
-    raw = os.environ.get("TM_BATCH_SIZE", "").strip()
+def _env_whole(name: str) -> int | None:
+    """A positive whole number from the environment variable `name`, or None when it is unset or empty."""
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return default
+        return None
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"environment variable TM_BATCH_SIZE={raw!r} is not a whole number") from None
+        raise ValueError(f"environment variable {name}={raw!r} is not a whole number") from None
     if value < 1:
-        raise ValueError(f"environment variable TM_BATCH_SIZE={raw!r} must be at least 1")
+        raise ValueError(f"environment variable {name}={raw!r} must be at least 1")
     return value
+
+
+def batch_size(default: int) -> int:
+    """The global batch the scheduler chose (`TM_BATCH_SIZE`), or `default` when it chose none."""
+    value = _env_whole("TM_BATCH_SIZE")
+    return default if value is None else value
+
+
+def local_max() -> int | None:
+    """The job's declared local-batch cap (`spec.adaptiveBatch.localMax`, passed as `TM_LOCAL_MAX`), or None."""
+    return _env_whole("TM_LOCAL_MAX")
 
 
 def micro_batches(batch: int, workers: int, local_max: int | None) -> int:
