@@ -11,8 +11,6 @@ grows, and drops finished jobs. Models learn from reports only, whatever the eng
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import compress, repeat
-from operator import attrgetter, is_, itemgetter, not_
 from typing import TYPE_CHECKING
 
 from trainmaster.controller.records import JobRecord
@@ -27,13 +25,6 @@ if TYPE_CHECKING:
     from trainmaster.controller.loop import Controller
 
 _ENDED = frozenset({"succeeded", "failed", "cancelled", "rejected"})
-_FORM = attrgetter("form")
-_VERSION = attrgetter("version")
-_BATCH = attrgetter("batch")
-_LEARNER_TYPE = attrgetter("spec.job_type")
-_TARGET = attrgetter("spec.target")
-_SPEED_BASIS = attrgetter("speed", "basis")
-_AT = itemgetter(1)
 
 
 def one_gpu_type(cluster: Cluster, alloc: Allocation | None, spec: JobSpec) -> str | None:
@@ -69,8 +60,6 @@ class Learning:
         self.lazy = True  # False: build the reporting job's whole model at each report (the slow reference)
         self.shared = True  # False: build each waiting job's model afresh at refresh (the slow reference)
         self.keep_gpu_type = True  # False: `one_gpu_type` asked at every report (the slow reference)
-        self.bulk = True  # False: `refresh` republishes a type's waiting jobs one by one (the slow reference)
-        self.bulk_served = 0  # types `refresh` republished in bulk (tests check the fast path ran)
         # job -> the allocation, cluster and spec its last report's `one_gpu_type` was asked of, and the answer
         self._gpu_type: dict[str, tuple[Allocation | None, Cluster, JobSpec, str | None]] = {}
 
@@ -119,11 +108,6 @@ class Learning:
                 # A job without reports takes its speed from its type's prior fit alone (`ModelBook._fit_speed`):
                 # the same fit object (or still none) as at the last refresh gives each the same speed.
                 continue
-            if self.bulk and self.shared and self.one_fit:
-                fit = self._refresh_bulk(job_type)
-                if fit is not None:
-                    self._seen[job_type] = fit
-                    continue
             fits: dict[Form, SpeedPredictor | None] = {}
             unreported: dict[Form, tuple[SpeedPredictor | None, str]] = {}  # speed of the form's jobs without reports
             type_speeds: dict[str | None, Mapping[str, float]] = {}  # theirs (their type's pooled rates alone)
@@ -153,59 +137,6 @@ class Learning:
                 models[jid] = book.unreported_model(learner, other.spec, now, type_speed, made)
             self._seen[job_type] = fits
         self._stale.clear()
-
-    def _refresh_bulk(self, job_type: str) -> dict[Form, SpeedPredictor | None] | None:
-        """`refresh` of one type's waiting jobs in C-level passes (thousands wait on a busy cluster, and each
-        refit of their type's prior republishes every one): the fit it published from, per form; None (nothing
-        done) unless every waiting job is as the shared path of the loop expects (one form, no reports, its
-        learner of this type, a model published), which then runs instead.
-
-        The same models as the loop's: the first job of each (batch, target) to republish gets the book's
-        `unreported_model` (a template kept in `made`), the rest its copy with their own id, as
-        `ModelBook.unreported_model` copies (one dict per job, here built in a comprehension).
-        """
-        book, models = self.book, self.controller.models
-        waiting = self._waiting.get(job_type)
-        if not waiting:
-            return None
-        jids = list(waiting)
-        records = list(waiting.values())
-        try:
-            learners = list(map(book.learners.__getitem__, jids))
-        except KeyError:  # (cannot happen: a job's learner is made when it is submitted)
-            return None
-        forms = list(map(_FORM, learners))
-        form = forms[0]
-        if forms.count(form) != len(forms) or any(map(_VERSION, learners)) \
-                or list(map(_LEARNER_TYPE, learners)).count(job_type) != len(jids):
-            return None
-        had = list(map(models.get, jids))
-        if any(map(is_, had, repeat(None))):
-            return None
-        fit = book.priors.fitted(job_type, form, N_PARAMS[form])
-        first = learners[0]
-        now = book.unreported_speed(first, fit)
-        todo = list(map(not_, map(now.__eq__, map(_SPEED_BASIS, had))))  # (the loop's `now == (speed, basis)`)
-        jids = list(compress(jids, todo))
-        self.bulk_served += 1
-        if not jids:
-            return {form: fit}
-        records = list(compress(records, todo))
-        learners = list(compress(learners, todo))
-        classes = list(zip(map(_BATCH, learners), map(id, map(_TARGET, records)), strict=True))
-        firsts = dict(zip(reversed(classes), range(len(classes) - 1, -1, -1), strict=True))  # class -> first index
-        type_speed = book.type_speed(first)
-        made: dict[tuple[object, ...], JobModel] = {}
-        templates = {c: book.unreported_model(learners[i], records[i].spec, now, type_speed, made)
-                     for c, i in sorted(firsts.items(), key=_AT)}
-        copies = [{**template.__dict__, "job_id": jid}
-                  for template, jid in zip(map(templates.__getitem__, classes), jids, strict=True)]
-        fresh = list(map(object.__new__, repeat(JobModel, len(jids))))
-        list(map(object.__setattr__, fresh, repeat("__dict__"), copies))
-        for c, i in firsts.items():
-            fresh[i] = templates[c]
-        models.update(zip(jids, fresh, strict=True))
-        return {form: fit}
 
     def on_event(self, what: str, record: JobRecord) -> None:
         """Listener: publish a prior model for new jobs; forget ended ones."""
