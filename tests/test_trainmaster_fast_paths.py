@@ -7,6 +7,7 @@ jobs (some decisions admit no elastic job) with elastic parameter-server jobs wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 
@@ -16,7 +17,7 @@ from tests.replay_helpers import Recorder, same_plans
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import JobSpec, simple_job
+from trainmaster.core.job import JobSpec, Role, simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
@@ -42,9 +43,19 @@ def mixed() -> Workload:
     return Workload(name="mixed", jobs=jobs)
 
 
-def replay(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Plan], list[int]]:
-    """Every plan of the trainmaster preset on `mixed()` on 3x4; how many greedy sizings ran, and how many
-    times the models were asked a remaining time."""
+def ps_elastic() -> Workload:
+    """`mixed()` with every elastic job's workers fixed: elastic in its second role (PS) alone."""
+    base = mixed()
+    worker = Role.WORKER
+    jobs = tuple(replace(j, spec=replace(j.spec, roles={r: replace(s, max=s.min) if r is worker else s
+                                                        for r, s in j.spec.roles.items()}))
+                 for j in base.jobs)
+    return Workload(name="ps-elastic", jobs=jobs)
+
+
+def replay(monkeypatch: pytest.MonkeyPatch, workload: Workload | None = None) -> tuple[list[Plan], list[int]]:
+    """Every plan of the trainmaster preset on `workload` (`mixed()`) on 3x4; how many greedy sizings ran, and
+    how many times the models were asked a remaining time."""
     ran = [0, 0]
     greedy, asked = Optimus.size, JobModel.remaining_time
 
@@ -61,7 +72,8 @@ def replay(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Plan], list[int]]:
     cycle = make_policy("trainmaster")
     assert isinstance(cycle, AdaptiveCycle)
     recorder = Recorder(cycle)
-    engine = SimEngine(parse_shorthand("3x4"), mixed(), SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
+    engine = SimEngine(parse_shorthand("3x4"), workload or mixed(),
+                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
     controller = Controller(engine, recorder)  # type: ignore[arg-type]
     controller.run()
     assert controller.summary().finished == 40
@@ -105,13 +117,19 @@ def test_kept_predictions_plan_as_asking_the_models(monkeypatch: pytest.MonkeyPa
     assert slow_ran[1] - fast_ran[1] > 200  # kept answers served (the models are asked elsewhere too)
 
 
-def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("workload", [mixed, ps_elastic])
+def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(
+        workload: Callable[[], Workload], monkeypatch: pytest.MonkeyPatch) -> None:
     """`JobSpec.elastic` is worked out once per spec (a cached property: every live job's is asked at each
     decision); the same plans (wake-ups at and off the resize tick included) as walking the roles at every
-    ask, no spec worked out twice, and a spec made by `dataclasses.replace` answers for its own roles."""
+    ask, no spec worked out twice, and a spec made by `dataclasses.replace` answers for its own roles. With
+    `ps_elastic` the elastic role is the second one: an answer read off the first role would miss it."""
     grown = simple_job("a", min_gpus=1, max_gpus=4)
     fixed = replace(grown, roles={r: replace(s, max=s.min) for r, s in grown.roles.items()})
     assert grown.elastic and not fixed.elastic
+    second = [j.spec for j in workload().jobs if j.spec.roles[Role.PS].elastic] if workload is ps_elastic else []
+    assert all(not s.roles[Role.WORKER].elastic and s.roles[Role.PS].elastic and s.elastic for s in second)
+    assert workload is mixed or (second and all(next(iter(s.roles)) is Role.WORKER for s in second))
 
     worked_out = JobSpec.__dict__["elastic"].func
     worked: list[JobSpec] = []
@@ -131,7 +149,7 @@ def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(monkeypatch
         with monkeypatch.context() as patch:
             patch.setattr(JobSpec, "elastic", property(walked) if reference else cached)
             worked.clear()
-            runs[reference] = replay(patch)[0], len(worked), len({id(s) for s in worked})
+            runs[reference] = replay(patch, workload())[0], len(worked), len({id(s) for s in worked})
     (fast, fast_asks, fast_specs), (slow, slow_asks, _) = runs[False], runs[True]
     same_plans(fast, slow)
     assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
@@ -244,3 +262,39 @@ def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.Monkey
     (fast, fast_held, fast_summed), (slow, slow_held, slow_summed) = runs[True], runs[False]
     same_plans(fast, slow)
     assert fast_held == slow_held == slow_summed > fast_summed
+
+
+def test_gain_sizing_shrinks_by_replacing_never_the_kept_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`GainSizing.size` shrinks running jobs to their target while the sizes under it are `KeptSizes`' dicts,
+    shared across decisions: it must replace a job's size, never edit the kept dict. At every decision the base
+    sizes equal a fresh `current_or_min` (no earlier phase edited a kept dict) and are unchanged after the
+    greedy (this one did not), and running jobs were shrunk."""
+    shrunk = [0]
+    size = GainSizing.size
+
+    def watched(self: GainSizing, base: cycle_module.SizeHook) -> cycle_module.SizeHook:
+        seen: dict[str, tuple[dict[Role, int], dict[Role, int]]] = {}
+
+        def recording(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> cycle_module.Sizes:
+            out = base(snap, jobs, ws)
+            assert out == cycle_module.current_or_min(snap, jobs, ws)
+            seen.clear()
+            seen.update({jid: (want, dict(want)) for jid, want in out.items()})
+            return out
+
+        hook = size(self, recording)
+
+        def checked(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> cycle_module.Sizes:
+            out = hook(snap, jobs, ws)
+            for jid, (want, copy) in seen.items():
+                assert want == copy  # the kept dict as the base gave it
+                if out[jid] != copy and snap.jobs[jid].active:
+                    shrunk[0] += 1
+            return out
+
+        return checked
+
+    monkeypatch.setattr(GainSizing, "size", watched)
+    assert OnlyWithServices.keep_sizes
+    replay(monkeypatch)
+    assert shrunk[0] > 0  # running jobs were shrunk to their targets
