@@ -7,7 +7,7 @@ jobs (some decisions admit no elastic job) with elastic parameter-server jobs wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
 
@@ -245,8 +245,8 @@ def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.Monkey
     rules: list[SameClassLowerRank] = []
     init = SameClassLowerRank.__init__
 
-    def kept(self: SameClassLowerRank, ws: Workspace) -> None:
-        init(self, ws)
+    def kept(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
+        init(self, ws, blocked)
         rules.append(self)
 
     runs = {}
@@ -254,6 +254,7 @@ def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.Monkey
         with monkeypatch.context() as patch:
             patch.setattr(SameClassLowerRank, "__init__", kept)
             patch.setattr(SameClassLowerRank, "lazy_sums", lazy)
+            patch.setattr(SameClassLowerRank, "skip_ahead", False)  # (it leaves out what lazy sums spare)
             rules.clear()
             plans = replay(patch)[0]
             held = sum(len(h) for rule in rules for h in rule.held.values())
@@ -298,3 +299,26 @@ def test_gain_sizing_shrinks_by_replacing_never_the_kept_sizes(monkeypatch: pyte
     assert OnlyWithServices.keep_sizes
     replay(monkeypatch)
     assert shrunk[0] > 0  # running jobs were shrunk to their targets
+
+
+def test_holders_ranked_ahead_left_out_plan_as_indexing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SameClassLowerRank.skip_ahead`: holders ranked at or before the first blocked job are left out at set-up
+    (nobody's victim); the same plans as indexing every holder, and some holders left out."""
+    held: list[int] = []
+    init = SameClassLowerRank.__init__
+
+    def counted(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
+        init(self, ws, blocked)
+        held.append(sum(len(h) for h in self.held.values()))
+
+    runs = {}
+    for skip in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(SameClassLowerRank, "__init__", counted)
+            patch.setattr(SameClassLowerRank, "skip_ahead", skip)
+            held.clear()
+            runs[skip] = replay(patch)[0], list(held)
+    (fast, fast_held), (slow, slow_held) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert len(fast_held) == len(slow_held) and all(map(int.__le__, fast_held, slow_held))
+    assert sum(fast_held) < sum(slow_held)  # left out at some decisions

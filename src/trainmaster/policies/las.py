@@ -18,7 +18,9 @@ the claimant did not need are put back.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+from operator import attrgetter
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, JobSpec, Role
@@ -29,6 +31,8 @@ from trainmaster.policies.queues import job_order_key
 from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
 from trainmaster.policies.tiresias import STARVATION, THRESHOLD, TiresiasOrder
 from trainmaster.policies.workspace import Workspace
+
+_ID = attrgetter("id")
 
 
 def _class_key(job: JobView) -> tuple[int, int]:
@@ -113,21 +117,28 @@ class SameClassLowerRank(VictimRule):
     room asks (claimants come in rank order, so mostly once, down to the first claimant's place; the holders
     ranked ahead of it are never summed), from the allocations held at set-up (immutable: the same sums, in
     the same order, as at set-up). False: every class's sums at set-up (the reference).
+
+    `skip_ahead`: holders ranked at or before the first blocked job are left out at set-up (a victim is ranked
+    after its claimant; on the first 3,000 Philly jobs, 80x8, 71% of holders were). False: every holder
+    indexed (the reference).
     """
 
     put_back = True
     quota_aware = True
     lazy_sums = True
+    skip_ahead = True
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
         self.ws = ws
-        self.last = len(ws.rank)
-        snap = ws.snap
+        rank = ws.rank
+        last = self.last = len(rank)
+        snap, allocations = ws.snap, ws.allocations
+        jobs, training = snap.jobs, JobKind.TRAINING
         holders: dict[tuple[str, int], list[tuple[int, str, Allocation, JobSpec]]] = {}
-        for jid, alloc in ws.allocations.items():
-            job = snap.jobs.get(jid)
-            if alloc and job is not None and job.spec.kind is JobKind.TRAINING:
-                entry = (self._rank(job), jid, alloc, job.spec)
+        for jid in self._after(ws, blocked) if self.skip_ahead and blocked else allocations:
+            alloc, job = allocations[jid], jobs.get(jid)
+            if alloc.tasks and job is not None and job.spec.kind is training:
+                entry = (rank.get(jid, last), jid, alloc, job.spec)
                 holders.setdefault((ws.queue_of(job), job.spec.priority), []).append(entry)
         self.ids: dict[tuple[str, int], list[str]] = {}
         self.ranks: dict[tuple[str, int], list[int]] = {}
@@ -143,6 +154,18 @@ class SameClassLowerRank(VictimRule):
             if not self.lazy_sums:
                 self._suffix(key, 0)
         self._last: tuple[JobView, tuple[tuple[str, int], int] | None] | None = None  # `_class`, kept
+
+    @staticmethod
+    def _after(ws: Workspace, blocked: Sequence[JobView]) -> list[str]:
+        """The holders ranked after the first of `blocked` (C-level steps): only they can be anyone's victim."""
+        rank, allocations = ws.rank, ws.allocations
+        last = len(rank)
+        first = min(map(rank.get, map(_ID, blocked), repeat(last)))
+        ranked = sorted(filter(allocations.__contains__, rank), key=rank.__getitem__)  # (nearly sorted)
+        out = ranked[bisect.bisect_right(ranked, first, key=rank.__getitem__):]
+        if len(ranked) < len(allocations):  # holders outside the order: ranked last
+            out += sorted(allocations.keys() - rank.keys())
+        return out
 
     def _suffix(self, key: tuple[str, int], i: int) -> Resources:
         """What the class's holders from index `i` on held at set-up (summed from the last one down)."""
@@ -213,4 +236,4 @@ def las_preempt(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[J
     """Phase 5: a blocked job evicts lower-ranked jobs of its own class (module doc)."""
     if not blocked:
         return []
-    return preempt_with(snap, blocked, ws, SameClassLowerRank(ws))
+    return preempt_with(snap, blocked, ws, SameClassLowerRank(ws, blocked))
