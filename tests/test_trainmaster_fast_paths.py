@@ -18,6 +18,7 @@ from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import JobSpec, Role, simple_job
+from trainmaster.core.resources import Resources
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
@@ -51,6 +52,13 @@ def ps_elastic() -> Workload:
                                                         for r, s in j.spec.roles.items()}))
                  for j in base.jobs)
     return Workload(name="ps-elastic", jobs=jobs)
+
+
+def two_priorities() -> Workload:
+    """`mixed()` with every fifth job at priority 1: decisions with two classes (and with one)."""
+    base = mixed()
+    return Workload(name="two-priorities", jobs=tuple(replace(j, spec=replace(j.spec, priority=1)) if i % 5 == 4
+                                                      else j for i, j in enumerate(base.jobs)))
 
 
 def replay(monkeypatch: pytest.MonkeyPatch, workload: Workload | None = None) -> tuple[list[Plan], list[int]]:
@@ -239,6 +247,37 @@ def test_kept_order_keys_follow_a_new_model(monkeypatch: pytest.MonkeyPatch) -> 
     assert runs[1] != runs[0]  # the swap moved them
 
 
+def test_class_sums_field_by_field_plan_as_adding_resources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SameClassLowerRank.field_sums`: the suffix sums added up per field in C-level steps; the same sums at
+    every depth asked (and the same plans) as adding one holder's `Resources` at a time. Claimants come in
+    rank order, so a class is mostly summed once; summed again in two steps, each depth is still the sum."""
+    sums: list[list[dict[tuple[str, int], list[tuple[int, int, int]]]]] = [[], []]
+    rules: list[SameClassLowerRank] = []
+    init = SameClassLowerRank.__init__
+
+    def kept(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
+        init(self, ws, blocked)
+        sums[self.field_sums].append(self.summed)
+        rules.append(self)
+
+    runs = {}
+    for fields in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(SameClassLowerRank, "__init__", kept)
+            patch.setattr(SameClassLowerRank, "field_sums", fields)
+            runs[fields] = replay(patch)[0]
+    same_plans(runs[True], runs[False])
+    assert sums[True] == sums[False] and any(len(s) > 2 for summed in sums[True] for s in summed.values())
+    deep = [(rule, key) for rule in rules for key, held in rule.held.items() if len(held) > 2]
+    assert deep
+    for rule, key in deep:
+        held = rule.held[key]
+        rule.summed[key] = [(0, 0, 0)]
+        assert rule._suffix(key, len(held) - 1) == held[-1][0].resources(held[-1][1])  # the last one first
+        for i in range(len(held)):
+            assert rule._suffix(key, i) == sum((a.resources(spec) for a, spec in held[i:]), Resources())
+
+
 def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
     """`SameClassLowerRank.lazy_sums`: a class's suffix sums added up only as far down as a claimant's room
     asks; the same plans as summing every holder at set-up, and some holders never summed."""
@@ -322,3 +361,38 @@ def test_holders_ranked_ahead_left_out_plan_as_indexing_every_holder(monkeypatch
     same_plans(fast, slow)
     assert len(fast_held) == len(slow_held) and all(map(int.__le__, fast_held, slow_held))
     assert sum(fast_held) < sum(slow_held)  # left out at some decisions
+
+
+@pytest.mark.parametrize("workload", [mixed, two_priorities])
+def test_one_class_sorted_by_remaining_alone_orders_as_the_keys(
+        workload: Callable[[], Workload], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RemainingOrder.one_class`: while every job is of one class the order sorts the remaining times alone;
+    the same orders and plans as sorting the (class, remaining) keys, taken at every decision of `mixed()` and
+    at some (not all) of `two_priorities()`."""
+    order, one_class = RemainingOrder.__call__, las._one_class
+    orders: list[list[str]] = []
+    taken: list[bool] = []
+
+    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        out = order(self, snap)
+        orders.append([j.id for j in out])
+        return out
+
+    def counted(keys: list[tuple[int, int, float]]) -> bool:
+        taken.append(one_class(keys))
+        return taken[-1]
+
+    runs = {}
+    for fast in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(RemainingOrder, "__call__", recorded)
+            patch.setattr(RemainingOrder, "one_class", fast)
+            patch.setattr(las, "_one_class", counted)
+            orders.clear()
+            taken.clear()
+            runs[fast] = replay(patch, workload())[0], list(orders), list(taken)
+    (fast_plans, fast_orders, fast_taken), (slow_plans, slow_orders, slow_taken) = runs[True], runs[False]
+    same_plans(fast_plans, slow_plans)
+    assert fast_orders == slow_orders
+    assert not slow_taken and len(fast_taken) > 50
+    assert all(fast_taken) if workload is mixed else any(fast_taken) and not all(fast_taken)
