@@ -18,8 +18,9 @@ fitted goodput law, its noise scale still learned: only once it reported),
 `remaining` (only the remaining steps from the truth); `-reported`: the truth
 only once the job has reported (its first start as fitted); `-free`: Pollux's
 exploration pace lifted (`optimus.EXPLORE` x the most workers the job reported
-from: it exists because a fitted law is unsure far from its points). Mode `micro`:
-fitted, the goodput law counting micro-batches (`bench/micro_law.py`).
+from: it exists because a fitted law is unsure far from its points). Mode `nocap`:
+fitted, the jobs declaring no local-batch cap (`BatchRange.local_max`): the goodput law before the
+fourteenth look, which counts no micro-batches (`fitted` is the product's, which does).
 
 Bench-only: users' controllers always build their own `ModelBook`.
 
@@ -35,11 +36,9 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from bench.micro_law import MicroBook, profile_caps
 from bench.presets import CLUSTER, SETTINGS, parse_range, workload
-from bench.speed_predict import DATA
 from trainmaster.cli.simulate import config_for, sim_config
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
@@ -50,10 +49,11 @@ from trainmaster.models.book import JobLearner, JobModel, ModelBook
 from trainmaster.models.goodput import GoodputSpeed
 from trainmaster.models.speed import Config, SpeedPredictor
 from trainmaster.policies.registry import make_policy
+from trainmaster.workloads.base import Workload
 from trainmaster.workloads.pollux_peer import PeerTruth
 
 WHAT = ("fitted", "oracle", "throughput", "efficiency", "remaining")
-MODES = (*(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free")), "micro")
+MODES = (*(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free")), "nocap")
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
 UNPACED = 1 << 20  # `max_workers` that lifts `Optimus`'s exploration pace (`oracle-free`)
 
@@ -167,12 +167,11 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     """(mean JCT s of the succeeded jobs, jobs unfinished, CPU s) of one workload under `mode`."""
     started = time.process_time()
     wl = workload(load, index, SETTINGS[setting], False, "pollux")
+    if mode == "nocap":
+        wl = _without_caps(wl)
     engine = SimEngine(parse_shorthand(CLUSTER), wl, config_for(preset, sim_config("pollux")))
     controller = Controller(engine, make_policy(preset))
-    if mode == "micro":  # fitted, the goodput law counting micro-batches (bench/micro_law.py)
-        learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
-        learning.book = MicroBook(profile_caps(DATA))
-    elif mode != "fitted":
+    if mode not in ("fitted", "nocap"):
         truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth)}
         what = mode.split("-")[0]
         law = {"fitted": "", "oracle": "goodput"}.get(what, what)
@@ -183,6 +182,17 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     outcomes = controller.outcomes()
     jcts = [o.jct for o in outcomes if o.jct is not None and o.state.value == "succeeded"]
     return statistics.mean(jcts), len(outcomes) - len(jcts), time.process_time() - started
+
+
+def _without_caps(wl: Workload) -> Workload:
+    """The workload with every job's local-batch cap dropped (mode `nocap`)."""
+    jobs = []
+    for job in wl.jobs:
+        adaptive = job.spec.adaptive_batch
+        if adaptive is not None:
+            job = replace(job, spec=replace(job.spec, adaptive_batch=replace(adaptive, local_max=None)))
+        jobs.append(job)
+    return replace(wl, jobs=tuple(jobs))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

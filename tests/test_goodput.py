@@ -20,7 +20,7 @@ from trainmaster.models.goodput import GoodputSpeed, NoiseScale, batch_candidate
 from trainmaster.models.speed import Config, Form, SpeedFit
 from trainmaster.policies.goodput import choose_batches
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.train.goodput import GradientNoise, batch_size, measured_backward, scaled_lr
+from trainmaster.train.goodput import GradientNoise, batch_size, local_max, measured_backward, scaled_lr
 
 BOUNDS = BatchRange(min=32, max=4096, base=32)
 # all-reduce step time 0.05 s + 0.001 s per local sample, no sync (one node)
@@ -136,6 +136,13 @@ def test_train_side_batch_and_learning_rate(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TM_BATCH_SIZE", "lots")
     with pytest.raises(ValueError, match="TM_BATCH_SIZE"):
         batch_size(32)
+    monkeypatch.delenv("TM_LOCAL_MAX", raising=False)
+    assert local_max() is None
+    monkeypatch.setenv("TM_LOCAL_MAX", "16")
+    assert local_max() == 16
+    monkeypatch.setenv("TM_LOCAL_MAX", "0")
+    with pytest.raises(ValueError, match=r"TM_LOCAL_MAX.*at least 1"):
+        local_max()
 
 
 def test_gradient_noise_recovers_the_true_gradient_and_variance() -> None:

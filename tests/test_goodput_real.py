@@ -1,7 +1,8 @@
 """Batch-size adaptation for real: two jobs that opt in train on the local engine at the batch the scheduler chose.
 
 The `trainmaster` preset decides each adaptive job's global batch with its
-allocation; the engine starts the job with it (`TM_BATCH_SIZE`); the job scales
+allocation; the engine starts the job with it (`TM_BATCH_SIZE`, and a declared
+local cap as `TM_LOCAL_MAX`, which the trainer accumulates micro-batches under); the job scales
 its learning rate, measures its gradient noise and reports both. The test
 reads the batch back from the jobs' own reports, checks the scheduler learned
 their noise scale from them, and that both reach their loss target.
@@ -32,13 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 LOSS_TARGET = 0.35  # digits cross-entropy starts near ln 10 = 2.3
 
 
-def adaptive_job(name: str) -> JobSpec:
+def adaptive_job(name: str, local_max: int | None = None) -> JobSpec:
+    batch: dict[str, int] = {"min": 32, "max": 256, "base": 32}
+    if local_max is not None:
+        batch["localMax"] = local_max
     return job_from_mapping({
         "apiVersion": "trainmaster/v1", "kind": "TrainingJob", "metadata": {"name": name},
         "spec": {"command": ["python", "tests/jobs/adaptive_trainer.py", "--steps", "4000"],
                  "roles": {"worker": {"min": 1, "max": 1, "resources": {"cpu": "1"}}},
                  "target": {"loss": LOSS_TARGET}, "checkpoint": {"every": "5s"}, "maxRestarts": 2,
-                 "adaptiveBatch": {"min": 32, "max": 256, "base": 32}}})
+                 "adaptiveBatch": batch}})
 
 
 def test_two_adaptive_jobs_train_at_the_batch_the_scheduler_chose(tmp_path: Path) -> None:
@@ -65,7 +69,8 @@ def test_two_adaptive_jobs_train_at_the_batch_the_scheduler_chose(tmp_path: Path
     learning = next(s for s in ctl.report_sinks if isinstance(s, Learning))
     ctl.report_sinks.append(seen)
     try:
-        ids = [ctl.submit(adaptive_job("adaptive-a")), ctl.submit(adaptive_job("adaptive-b"))]
+        # b declares a local cap: the engine passes it (TM_LOCAL_MAX) and the trainer accumulates micro-batches
+        ids = [ctl.submit(adaptive_job("adaptive-a")), ctl.submit(adaptive_job("adaptive-b", local_max=16))]
         ctl.run()
     finally:
         engine.close(grace=0)
@@ -80,4 +85,6 @@ def test_two_adaptive_jobs_train_at_the_batch_the_scheduler_chose(tmp_path: Path
         assert grads and all(s > 0 and v >= 0 and math.isfinite(s + v) for s, v in grads)  # goodput's inputs
         log = (engine.job_dir(jid) / "worker-0.log").read_text()
         assert f"adaptive: batch {starts[-1].batch}," in log
+        micro = math.ceil(starts[-1].batch / 16) if jid == ids[1] else 1  # one worker: local = global batch
+        assert f"micro-batches {micro}," in log
     assert noise_seen  # the scheduler's model folded the reported gradient statistics in

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from trainmaster.workloads.pollux_peer import PeerTruth, peer_model
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
 
 from bench.law_audit import AuditBook
-from bench.micro_law import MicroBook, micro_batches, profile_caps
 from bench.speed_predict import errors, truth
 
 
@@ -59,32 +57,3 @@ def test_the_audit_book_publishes_what_the_book_does_and_records_errors(shared_d
     assert ours.goodput.best(Config(8, nodes=2)) == theirs.goodput.best(Config(8, nodes=2))
     regimes = {regime for _, regime in audit.errors}
     assert "seen-multi" in regimes and "unseen-one" in regimes
-
-
-
-def test_the_micro_batch_count_is_the_peers(shared_data: Path) -> None:
-    caps = profile_caps(shared_data / "pollux" / "profiles")
-    for app, (cap, smallest) in caps.items():
-        model = peer_model(load_profile(shared_data / "pollux" / "profiles" / app))
-        for replicas in (1, 2, 3, 4, 8, 16):
-            for batch in sorted(model.profile.validation):
-                b = model.batching(replicas, batch)
-                if b.micro * b.count < math.ceil(batch / replicas):
-                    continue  # the micro-batch cut to fit the largest batch (yolov3 512 on 3): not from the trained one
-                c = Config(replicas, nodes=-(-replicas // 4), batch=float(b.batch))
-                assert micro_batches(c, cap, smallest) == b.count, (app, replicas, batch)
-
-
-def test_the_micro_book_without_caps_is_the_book() -> None:
-    spec = simple_job("cifar10-1", 8, min_gpus=1, max_gpus=16, target=Target(steps=1000),
-                      adaptive_batch=BatchRange(128, 4096, 2048))
-    micro, book = MicroBook({"cifar10": (math.inf, math.inf)}), ModelBook()
-    for step, (alloc, speed) in enumerate(((_alloc(1), 1.0), (_alloc(4), 3.5), (_alloc(4, 4), 5.0)), start=1):
-        report = Report(time=step, job_id="cifar10-1", step=10 * step, steps_per_s=speed, batch=2048,
-                        grad_sqr=1.0, grad_var=1.0)
-        for b in (micro, book):
-            b.observe("cifar10-1", spec, report, alloc)
-    ours, theirs = micro.published("cifar10-1", spec).goodput, book.published("cifar10-1", spec).goodput
-    assert ours is not None and theirs is not None
-    for c in (Config(2, nodes=1), Config(12, nodes=3)):
-        assert ours.best(c) == pytest.approx(theirs.best(c), rel=1e-9)

@@ -59,12 +59,19 @@ def workload(name: str) -> Workload:
             replace(j, spec=replace(j.spec, roles={Role.WORKER: replace(j.spec.roles[Role.WORKER], min=3,
                                                                          max=max(3, j.spec.roles[Role.WORKER].max))}))
             if k < 40 else j for k, j in enumerate(line.jobs)))
+    if name == "shapes":  # minimums of 1, 2 and 3 GPUs in turn: each tail holds jobs of several shapes
+        line = load_workload("synthetic:200:20", max_factor=2.0, seed=11, oracle=True)
+        workers = [(j.spec.roles[Role.WORKER], 1 + k % 3) for k, j in enumerate(line.jobs)]
+        return replace(line, jobs=tuple(
+            replace(j, spec=replace(j.spec, roles={Role.WORKER: replace(w, min=least, max=max(least, w.max))}))
+            for j, (w, least) in zip(line.jobs, workers, strict=True)))
     return ps_workload(60, rate_per_hour=60, seed=3)  # loss targets: models predict, jobs grow and shrink
 
 
 @pytest.mark.parametrize(("preset", "name", "cluster"),
                          [("optimus", "line", "4x4"), ("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"),
-                          ("trainmaster", "line", "4x4")])
+                          ("optimus", "shapes", "4x4"), ("trainmaster", "line", "4x4"),
+                          ("trainmaster", "shapes", "4x4")])
 def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     fast, tries = replay(preset, workload(name), cluster, True, monkeypatch)
@@ -79,7 +86,8 @@ def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
 
 
 @pytest.mark.parametrize(("preset", "name", "cluster"),
-                         [("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"), ("trainmaster", "line", "4x4")])
+                         [("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"), ("optimus", "shapes", "4x4"),
+                          ("trainmaster", "line", "4x4"), ("trainmaster", "shapes", "4x4")])
 def test_spec_index_reads_the_shapes_the_checks_find(preset: str, name: str, cluster: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """`Optimus.spec_index`: the tail reads its shapes off the index by spec object, not by job id with each
@@ -90,3 +98,5 @@ def test_spec_index_reads_the_shapes_the_checks_find(preset: str, name: str, clu
         slow, _ = replay(preset, workload(name), cluster, True, monkeypatch)
     same_plans(fast, slow)
     assert sum(tries) > 20
+    if name == "shapes":  # tails of several shapes (so a shape read off the wrong job shows): their waits differ
+        assert max(len({id(w) for w in p.waits.values()}) for p in fast) >= 3

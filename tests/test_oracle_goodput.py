@@ -16,7 +16,7 @@ from trainmaster.workloads.pollux_peer import PeerTruth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
 
-from bench.oracle_goodput import UNPACED, OracleBook, counts_of
+from bench.oracle_goodput import UNPACED, OracleBook, _without_caps, counts_of
 
 
 def _alloc(*per_node: int) -> Allocation:
@@ -55,3 +55,18 @@ def test_the_oracles_goodput_is_the_rate_the_engine_runs_at(shared_data: Path) -
     # Early on (noise scale small) a larger batch gains less per sample than later: the best batch grows.
     assert fresh.best_batch(8, 0, 2) is not None and model.best_batch(8, 0, 2) is not None
     assert model.best_batch(8, 0, 2) > fresh.best_batch(8, 0, 2)  # type: ignore[operator]
+
+
+def test_mode_nocap_strips_only_the_local_caps(shared_data: Path) -> None:
+    from trainmaster.workloads.pollux import load_pollux
+
+    wl = load_pollux(shared_data / "pollux" / "workloads" / "workload-1.csv", shared_data / "pollux" / "profiles",
+                     max_factor=2.0, fidelity="pollux")
+    bare = _without_caps(wl)
+    assert all(j.spec.adaptive_batch is not None and j.spec.adaptive_batch.local_max for j in wl.jobs)
+    for old, new in zip(wl.jobs, bare.jobs, strict=True):
+        assert new.spec.adaptive_batch is not None and old.spec.adaptive_batch is not None
+        assert new.spec.adaptive_batch.local_max is None
+        assert new.spec.adaptive_batch == BatchRange(old.spec.adaptive_batch.min, old.spec.adaptive_batch.max,
+                                                      old.spec.adaptive_batch.base)
+        assert new.truth is old.truth and new.submit_time == old.submit_time

@@ -7,6 +7,7 @@ jobs (some decisions admit no elastic job) with elastic parameter-server jobs wh
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
 
@@ -16,7 +17,8 @@ from tests.replay_helpers import Recorder, same_plans
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import JobSpec, simple_job
+from trainmaster.core.job import JobSpec, Role, simple_job
+from trainmaster.core.resources import Resources
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
@@ -42,9 +44,26 @@ def mixed() -> Workload:
     return Workload(name="mixed", jobs=jobs)
 
 
-def replay(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Plan], list[int]]:
-    """Every plan of the trainmaster preset on `mixed()` on 3x4; how many greedy sizings ran, and how many
-    times the models were asked a remaining time."""
+def ps_elastic() -> Workload:
+    """`mixed()` with every elastic job's workers fixed: elastic in its second role (PS) alone."""
+    base = mixed()
+    worker = Role.WORKER
+    jobs = tuple(replace(j, spec=replace(j.spec, roles={r: replace(s, max=s.min) if r is worker else s
+                                                        for r, s in j.spec.roles.items()}))
+                 for j in base.jobs)
+    return Workload(name="ps-elastic", jobs=jobs)
+
+
+def two_priorities() -> Workload:
+    """`mixed()` with every fifth job at priority 1: decisions with two classes (and with one)."""
+    base = mixed()
+    return Workload(name="two-priorities", jobs=tuple(replace(j, spec=replace(j.spec, priority=1)) if i % 5 == 4
+                                                      else j for i, j in enumerate(base.jobs)))
+
+
+def replay(monkeypatch: pytest.MonkeyPatch, workload: Workload | None = None) -> tuple[list[Plan], list[int]]:
+    """Every plan of the trainmaster preset on `workload` (`mixed()`) on 3x4; how many greedy sizings ran, and
+    how many times the models were asked a remaining time."""
     ran = [0, 0]
     greedy, asked = Optimus.size, JobModel.remaining_time
 
@@ -61,7 +80,8 @@ def replay(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Plan], list[int]]:
     cycle = make_policy("trainmaster")
     assert isinstance(cycle, AdaptiveCycle)
     recorder = Recorder(cycle)
-    engine = SimEngine(parse_shorthand("3x4"), mixed(), SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
+    engine = SimEngine(parse_shorthand("3x4"), workload or mixed(),
+                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
     controller = Controller(engine, recorder)  # type: ignore[arg-type]
     controller.run()
     assert controller.summary().finished == 40
@@ -105,13 +125,19 @@ def test_kept_predictions_plan_as_asking_the_models(monkeypatch: pytest.MonkeyPa
     assert slow_ran[1] - fast_ran[1] > 200  # kept answers served (the models are asked elsewhere too)
 
 
-def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("workload", [mixed, ps_elastic])
+def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(
+        workload: Callable[[], Workload], monkeypatch: pytest.MonkeyPatch) -> None:
     """`JobSpec.elastic` is worked out once per spec (a cached property: every live job's is asked at each
     decision); the same plans (wake-ups at and off the resize tick included) as walking the roles at every
-    ask, no spec worked out twice, and a spec made by `dataclasses.replace` answers for its own roles."""
+    ask, no spec worked out twice, and a spec made by `dataclasses.replace` answers for its own roles. With
+    `ps_elastic` the elastic role is the second one: an answer read off the first role would miss it."""
     grown = simple_job("a", min_gpus=1, max_gpus=4)
     fixed = replace(grown, roles={r: replace(s, max=s.min) for r, s in grown.roles.items()})
     assert grown.elastic and not fixed.elastic
+    second = [j.spec for j in workload().jobs if j.spec.roles[Role.PS].elastic] if workload is ps_elastic else []
+    assert all(not s.roles[Role.WORKER].elastic and s.roles[Role.PS].elastic and s.elastic for s in second)
+    assert workload is mixed or (second and all(next(iter(s.roles)) is Role.WORKER for s in second))
 
     worked_out = JobSpec.__dict__["elastic"].func
     worked: list[JobSpec] = []
@@ -131,7 +157,7 @@ def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(monkeypatch
         with monkeypatch.context() as patch:
             patch.setattr(JobSpec, "elastic", property(walked) if reference else cached)
             worked.clear()
-            runs[reference] = replay(patch)[0], len(worked), len({id(s) for s in worked})
+            runs[reference] = replay(patch, workload())[0], len(worked), len({id(s) for s in worked})
     (fast, fast_asks, fast_specs), (slow, slow_asks, _) = runs[False], runs[True]
     same_plans(fast, slow)
     assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
@@ -221,14 +247,45 @@ def test_kept_order_keys_follow_a_new_model(monkeypatch: pytest.MonkeyPatch) -> 
     assert runs[1] != runs[0]  # the swap moved them
 
 
+def test_class_sums_field_by_field_plan_as_adding_resources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SameClassLowerRank.field_sums`: the suffix sums added up per field in C-level steps; the same sums at
+    every depth asked (and the same plans) as adding one holder's `Resources` at a time. Claimants come in
+    rank order, so a class is mostly summed once; summed again in two steps, each depth is still the sum."""
+    sums: list[list[dict[tuple[str, int], list[tuple[int, int, int]]]]] = [[], []]
+    rules: list[SameClassLowerRank] = []
+    init = SameClassLowerRank.__init__
+
+    def kept(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
+        init(self, ws, blocked)
+        sums[self.field_sums].append(self.summed)
+        rules.append(self)
+
+    runs = {}
+    for fields in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(SameClassLowerRank, "__init__", kept)
+            patch.setattr(SameClassLowerRank, "field_sums", fields)
+            runs[fields] = replay(patch)[0]
+    same_plans(runs[True], runs[False])
+    assert sums[True] == sums[False] and any(len(s) > 2 for summed in sums[True] for s in summed.values())
+    deep = [(rule, key) for rule in rules for key, held in rule.held.items() if len(held) > 2]
+    assert deep
+    for rule, key in deep:
+        held = rule.held[key]
+        rule.summed[key] = [(0, 0, 0)]
+        assert rule._suffix(key, len(held) - 1) == held[-1][0].resources(held[-1][1])  # the last one first
+        for i in range(len(held)):
+            assert rule._suffix(key, i) == sum((a.resources(spec) for a, spec in held[i:]), Resources())
+
+
 def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
     """`SameClassLowerRank.lazy_sums`: a class's suffix sums added up only as far down as a claimant's room
     asks; the same plans as summing every holder at set-up, and some holders never summed."""
     rules: list[SameClassLowerRank] = []
     init = SameClassLowerRank.__init__
 
-    def kept(self: SameClassLowerRank, ws: Workspace) -> None:
-        init(self, ws)
+    def kept(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
+        init(self, ws, blocked)
         rules.append(self)
 
     runs = {}
@@ -236,6 +293,7 @@ def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.Monkey
         with monkeypatch.context() as patch:
             patch.setattr(SameClassLowerRank, "__init__", kept)
             patch.setattr(SameClassLowerRank, "lazy_sums", lazy)
+            patch.setattr(SameClassLowerRank, "skip_ahead", False)  # (it leaves out what lazy sums spare)
             rules.clear()
             plans = replay(patch)[0]
             held = sum(len(h) for rule in rules for h in rule.held.values())
@@ -244,3 +302,97 @@ def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.Monkey
     (fast, fast_held, fast_summed), (slow, slow_held, slow_summed) = runs[True], runs[False]
     same_plans(fast, slow)
     assert fast_held == slow_held == slow_summed > fast_summed
+
+
+def test_gain_sizing_shrinks_by_replacing_never_the_kept_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`GainSizing.size` shrinks running jobs to their target while the sizes under it are `KeptSizes`' dicts,
+    shared across decisions: it must replace a job's size, never edit the kept dict. At every decision the base
+    sizes equal a fresh `current_or_min` (no earlier phase edited a kept dict) and are unchanged after the
+    greedy (this one did not), and running jobs were shrunk."""
+    shrunk = [0]
+    size = GainSizing.size
+
+    def watched(self: GainSizing, base: cycle_module.SizeHook) -> cycle_module.SizeHook:
+        seen: dict[str, tuple[dict[Role, int], dict[Role, int]]] = {}
+
+        def recording(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> cycle_module.Sizes:
+            out = base(snap, jobs, ws)
+            assert out == cycle_module.current_or_min(snap, jobs, ws)
+            seen.clear()
+            seen.update({jid: (want, dict(want)) for jid, want in out.items()})
+            return out
+
+        hook = size(self, recording)
+
+        def checked(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> cycle_module.Sizes:
+            out = hook(snap, jobs, ws)
+            for jid, (want, copy) in seen.items():
+                assert want == copy  # the kept dict as the base gave it
+                if out[jid] != copy and snap.jobs[jid].active:
+                    shrunk[0] += 1
+            return out
+
+        return checked
+
+    monkeypatch.setattr(GainSizing, "size", watched)
+    assert OnlyWithServices.keep_sizes
+    replay(monkeypatch)
+    assert shrunk[0] > 0  # running jobs were shrunk to their targets
+
+
+def test_holders_ranked_ahead_left_out_plan_as_indexing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SameClassLowerRank.skip_ahead`: holders ranked at or before the first blocked job are left out at set-up
+    (nobody's victim); the same plans as indexing every holder, and some holders left out."""
+    held: list[int] = []
+    init = SameClassLowerRank.__init__
+
+    def counted(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
+        init(self, ws, blocked)
+        held.append(sum(len(h) for h in self.held.values()))
+
+    runs = {}
+    for skip in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(SameClassLowerRank, "__init__", counted)
+            patch.setattr(SameClassLowerRank, "skip_ahead", skip)
+            held.clear()
+            runs[skip] = replay(patch)[0], list(held)
+    (fast, fast_held), (slow, slow_held) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert len(fast_held) == len(slow_held) and all(map(int.__le__, fast_held, slow_held))
+    assert sum(fast_held) < sum(slow_held)  # left out at some decisions
+
+
+@pytest.mark.parametrize("workload", [mixed, two_priorities])
+def test_one_class_sorted_by_remaining_alone_orders_as_the_keys(
+        workload: Callable[[], Workload], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RemainingOrder.one_class`: while every job is of one class the order sorts the remaining times alone;
+    the same orders and plans as sorting the (class, remaining) keys, taken at every decision of `mixed()` and
+    at some (not all) of `two_priorities()`."""
+    order, one_class = RemainingOrder.__call__, las._one_class
+    orders: list[list[str]] = []
+    taken: list[bool] = []
+
+    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        out = order(self, snap)
+        orders.append([j.id for j in out])
+        return out
+
+    def counted(keys: list[tuple[int, int, float]]) -> bool:
+        taken.append(one_class(keys))
+        return taken[-1]
+
+    runs = {}
+    for fast in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(RemainingOrder, "__call__", recorded)
+            patch.setattr(RemainingOrder, "one_class", fast)
+            patch.setattr(las, "_one_class", counted)
+            orders.clear()
+            taken.clear()
+            runs[fast] = replay(patch, workload())[0], list(orders), list(taken)
+    (fast_plans, fast_orders, fast_taken), (slow_plans, slow_orders, slow_taken) = runs[True], runs[False]
+    same_plans(fast_plans, slow_plans)
+    assert fast_orders == slow_orders
+    assert not slow_taken and len(fast_taken) > 50
+    assert all(fast_taken) if workload is mixed else any(fast_taken) and not all(fast_taken)

@@ -65,11 +65,15 @@ class BatchRange:
 
     It stays within `min`..`max`; `base` is the batch the job's learning rate was
     tuned for (Pollux's M0: statistical efficiency is measured against it).
+    `local_max`: the most samples one replica computes at once (its memory bound); a larger local
+    batch accumulates gradients over `ceil(local / local_max)` micro-batches, each paying the step's
+    fixed cost, which the goodput law then counts (`models.speed.micro_batches`). None: never.
     """
 
     min: int
     max: int
     base: int
+    local_max: int | None = None
 
 
 @dataclass(frozen=True)

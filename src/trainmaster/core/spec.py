@@ -112,6 +112,7 @@ class _AdaptiveBatch(Strict):
     min: Batch
     max: Batch
     base: Batch | None = None  # the batch the learning rate was tuned for (default: min)
+    local_max: Batch | None = Field(default=None, alias="localMax")  # samples one replica computes at once
 
 
 class _Spec(Strict):
@@ -274,7 +275,7 @@ def _batch_range(raw: _AdaptiveBatch | None, kind: JobKind, architecture: Archit
     if not raw.min <= base <= raw.max:
         raise SpecError(f"{field}.base", f"base ({base}) is outside min..max ({raw.min}..{raw.max})",
                         "set base to the batch your learning rate was tuned for, within min..max")
-    return BatchRange(min=raw.min, max=raw.max, base=base)
+    return BatchRange(min=raw.min, max=raw.max, base=base, local_max=raw.local_max)
 
 
 def load_yaml_text(text: str, where: str = "job") -> object:

@@ -470,6 +470,8 @@ class GangEngine:
         shared.update(dict(spec.env))
         if job.batch is not None:  # the scheduler's choice wins over the spec's own
             shared["TM_BATCH_SIZE"] = str(job.batch)
+        if spec.adaptive_batch is not None and spec.adaptive_batch.local_max is not None:
+            shared["TM_LOCAL_MAX"] = str(spec.adaptive_batch.local_max)  # the cap the goodput law counted with
         command = self.runner.command(spec)
         per_node: dict[str, int] = {}
         for role, nodes in ((Role.PS, servers), (Role.WORKER, workers)):

@@ -37,8 +37,10 @@ from trainmaster.models.speed import (
     SpeedPredictor,
     TypeRates,
     fit,
+    for_local_max,
     form_of,
     global_batch,
+    goodput_features,
     label,
     relative_speeds,
     time_like,
@@ -123,6 +125,7 @@ class JobLearner:
         self.batch = float(adaptive.base) if adaptive else global_batch(spec)
         self.batch_known = adaptive is not None or label(spec, "batch_size") is not None
         self.noise = NoiseScale(adaptive.base) if adaptive else None
+        self.local_max = adaptive.local_max if adaptive else None  # its replicas' memory bound (micro-batches)
         self.rows: dict[Config, Row] = {}
         self.steps: list[float] = []
         self.losses: list[float] = []
@@ -286,7 +289,7 @@ class ModelBook:
             self._speed.pop(job_id, None)
             self._law.pop(job_id, None)
             if self.use_priors and spec.job_type:
-                self.priors.update(spec.job_type, learner.form, job_id, learner.rows)
+                self.priors.update(spec.job_type, learner.form, job_id, learner.rows, learner.local_max)
 
     def forget(self, job_id: str) -> None:
         """Drop a finished job's learner; its rows stay in its type's prior."""
@@ -314,6 +317,7 @@ class ModelBook:
         return out
 
     def _fit_speed(self, learner: JobLearner, cross_slope: bool = True) -> tuple[SpeedPredictor | None, str]:
+        """The job's speed law (`cross_slope=False`: its goodput law, which counts micro-batches, `_own_law`)."""
         own = list(learner.rows.values())
         job_type = learner.spec.job_type if self.use_priors else None
         need = N_PARAMS[learner.form]
@@ -322,9 +326,26 @@ class ModelBook:
             pooled = job_type is not None and learner.batch_known
             siblings = self.priors.rows(job_type, learner.form, exclude=learner.job_id) if job_type and pooled else []
             weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
+            if not cross_slope and learner.form is Form.ALLREDUCE:
+                return self._own_law(learner, own, siblings, weights), "own fit"
             return fit(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
         prior = self.priors.fitted(job_type, learner.form, need, cross_slope) if job_type else None
+        if not cross_slope:
+            prior = for_local_max(prior, learner.local_max)
         return _below_own_min(learner.form, own, prior, learner.max_workers)
+
+    def _own_law(self, learner: JobLearner, own: list[Row], siblings: list[Row],
+                 weights: list[float]) -> SpeedPredictor | None:
+        """An all-reduce goodput law from the job's rows and its siblings', each row's micro-batches counted with
+        its job's local-batch cap (`priors.TypePriors`); as `fit` alone when no job of the type declares one."""
+        caps: list[int | None] = [learner.local_max] * len(own)
+        if siblings:
+            caps += self.priors.local_maxes(learner.spec.job_type or "", learner.form, exclude=learner.job_id)
+        if all(m is None for m in caps):
+            return fit(learner.form, own + siblings, weights, cross_slope=False)
+        table = [goodput_features(r.config, m) for r, m in zip(own + siblings, caps, strict=True)]
+        return for_local_max(fit(learner.form, own + siblings, weights, cross_slope=False, table=table),
+                             learner.local_max)
 
     def unreported_speed(self, learner: JobLearner, fit: SpeedPredictor | None) -> tuple[SpeedPredictor | None, str]:
         """`speed` of a job without reports whose type's prior fit is `fit` (the caller looked it up once per type)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
-from trainmaster.models.speed import Config, Form, Row, SpeedFit, features, fit
+from trainmaster.models.speed import Config, Form, Row, SpeedFit, features, fit, goodput_features
 
 MAX_JOBS_PER_TYPE = 50
 Shape = tuple[int, int, int]  # workers, parameter servers, nodes: what `fitted` counts distinct configurations by
@@ -27,6 +27,12 @@ class TypePriors:
     row of the type after each update (a type's prior is read at the next report after every update).
     Each job's rows' `features` are kept too, computed when its configurations change: a refit after an
     update (one job's means moved) hands `fit` the same rows of features it would compute.
+
+    Local-batch caps (`BatchRange.local_max`): each job's is kept with its rows. The goodput law's fit
+    (`cross_slope=False`, all-reduce) counts each row's micro-batches with the cap of the job that ran it
+    (`goodput_features`: what that job computed), once any job of the type declares one; a job asking for
+    the prior predicts with its own (`speed.for_local_max`). Siblings that declare different caps thus share
+    one fit: the fixed cost per micro-batch is the model's, the count each job's.
     """
 
     count_shapes = True  # False: count the distinct configurations from the rows at each refit (the reference)
@@ -38,13 +44,18 @@ class TypePriors:
         self._fits: dict[tuple[str, Form, bool], SpeedFit | None] = {}  # (type, form, cross_slope) -> fit
         self._shapes: dict[tuple[str, Form], Counter[Shape]] = {}  # rows per shape, over the jobs in `_rows`
         self._table: dict[tuple[str, Form], dict[str, list[tuple[float, ...]]]] = {}  # job -> its rows' features
+        self._caps: dict[tuple[str, Form], dict[str, int]] = {}  # job -> its local-batch cap (jobs that declare one)
         self.version: dict[tuple[str, Form], int] = {}
 
-    def update(self, job_type: str, form: Form, job_id: str, rows: dict[Config, Row]) -> None:
+    def update(self, job_type: str, form: Form, job_id: str, rows: dict[Config, Row],
+               local_max: int | None = None) -> None:
+        """Replace `job_id`'s rows; `local_max`: its local-batch cap, if it declares one."""
         key = (job_type, form)
         jobs: OrderedDict[str, dict[Config, Row]] = self._rows.setdefault(key, OrderedDict())
         shapes = self._shapes.setdefault(key, Counter())
         table = self._table.setdefault(key, {})
+        if local_max is not None:
+            self._caps.setdefault(key, {})[job_id] = local_max
         old = jobs.get(job_id)
         if old is None or old.keys() != rows.keys():  # (else only the rows' means moved)
             if old is not None:
@@ -57,6 +68,7 @@ class TypePriors:
             gone, dropped = jobs.popitem(last=False)
             shapes -= _shapes(dropped)
             del table[gone]
+            self._caps.get(key, {}).pop(gone, None)
         self._fits.pop((*key, True), None)
         self._fits.pop((*key, False), None)
         self.version[key] = self.version.get(key, 0) + 1
@@ -66,6 +78,18 @@ class TypePriors:
         if jobs is None:
             return []
         return [row for jid, rows in jobs.items() if jid != exclude for row in rows.values()]
+
+    def local_maxes(self, job_type: str, form: Form, exclude: str | None = None) -> list[int | None]:
+        """Each of `rows`' local-batch cap (its job's; None where it declared none), in `rows`' order."""
+        jobs = self._rows.get((job_type, form))
+        if jobs is None:
+            return []
+        caps = self._caps.get((job_type, form), {})
+        return [caps.get(jid) for jid, rows in jobs.items() if jid != exclude for _ in rows]
+
+    def capped(self, job_type: str, form: Form) -> bool:
+        """Whether a job of the type (among those kept) declares a local-batch cap."""
+        return bool(self._caps.get((job_type, form)))
 
     def jobs(self, job_type: str, form: Form) -> int:
         return len(self._rows.get((job_type, form), {}))
@@ -84,6 +108,11 @@ class TypePriors:
                               for r in self.rows(job_type, form)}) >= min_configs
             if not enough:
                 self._fits[key] = None
+            elif not cross_slope and form is Form.ALLREDUCE and self.capped(job_type, form):
+                rows = self.rows(job_type, form)
+                micro = [goodput_features(r.config, m) for r, m in zip(rows, self.local_maxes(job_type, form),
+                                                                         strict=True)]
+                self._fits[key] = fit(form, rows, cross_slope=False, table=micro)
             elif self.keep_features:  # (the rows and their features in the same order: job by job, row by row)
                 table = self._table[job_type, form]
                 self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope,

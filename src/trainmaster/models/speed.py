@@ -82,6 +82,26 @@ def features(form: Form, c: Config) -> tuple[float, ...]:
     return (1.0, c.batch / w, float(single), float(single) * extra, float(multi), float(multi) * extra)
 
 
+def micro_batches(c: Config, local_max: int | None) -> int:
+    """Micro-batches per optimizer step of `c` for a job whose replica computes at most `local_max` samples at once.
+
+    `ceil(local / local_max)` with the local batch `ceil(batch / workers)` (as `train.goodput.micro_batches`
+    runs it; 1 without a cap). Each micro-batch pays the step's fixed cost (`a`), so a line in the local
+    batch alone cannot pass through rows at large and small local batches (cifar10's rows at local 1,024-4,096
+    put its one-node sizes 40% slow, bench/results/trainmaster.md thirteenth look).
+    """
+    if local_max is None:
+        return 1
+    local = math.ceil(c.batch / max(c.workers, 1) - 1e-8)
+    return max(1, math.ceil(local / local_max - 1e-8))
+
+
+def goodput_features(c: Config, local_max: int | None) -> tuple[float, ...]:
+    """The all-reduce `features` with the fixed term counted once per micro-batch (`micro_batches`)."""
+    row = features(Form.ALLREDUCE, c)
+    return row if local_max is None else (float(micro_batches(c, local_max)), *row[1:])
+
+
 def time_like(form: Form, c: Config, steps_per_s: float) -> float:
     """`y = g/f`: seconds per step, times the workers for asynchronous jobs."""
     return (max(c.workers, 1) if form is Form.PS_ASYNC else 1.0) / steps_per_s
@@ -108,6 +128,26 @@ class SpeedFit(SpeedPredictor):
         if y <= 0:
             return 0.0
         return (max(c.workers, 1) if self.form is Form.PS_ASYNC else 1.0) / y
+
+
+@dataclass(frozen=True)
+class MicroFit(SpeedFit):
+    """An all-reduce law whose fixed term counts the micro-batches of a job that declares `local_max`."""
+
+    local_max: int = 1
+
+    def steps_per_s(self, c: Config) -> float:
+        y = 0.0
+        for t, x in zip(self.theta, goodput_features(c, self.local_max), strict=True):
+            y += t * x
+        return 1.0 / y if y > 0 else 0.0
+
+
+def for_local_max(law: SpeedFit | None, local_max: int | None) -> SpeedFit | None:
+    """`law` (fitted on `goodput_features`) as it predicts for a job with `local_max` (a `MicroFit` if it has one)."""
+    if law is None or local_max is None or law.form is not Form.ALLREDUCE:
+        return law
+    return MicroFit(law.form, law.theta, law.configs, local_max)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ near; the node jump and Pollux's 2x exploration pace are what make it pay.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
 from trainmaster.policies.snapshot import Plan, Snapshot
@@ -51,6 +53,13 @@ def switch_gain(snap: Snapshot, job_id: str, alloc: Allocation, old: int, new: i
     c = model.config(workers, 0, nodes)
     before = model.goodput.goodput(c, old)
     return model.goodput.goodput(c, new) / before if before > 0 else 1.0
+
+
+def any_adaptive(snap: Snapshot, ids: Iterable[str]) -> bool:
+    """Whether any of these jobs adapts its batch: one pass over their specs, without `batch_for`'s call per
+    job (on a fixed-batch trace `choose_batches` finds nothing at every decision)."""
+    jobs = snap.jobs
+    return any(job.spec.adaptive_batch is not None for job in map(jobs.get, ids) if job is not None)
 
 
 def choose_batches(snap: Snapshot, plan: Plan) -> dict[str, int]:

@@ -77,7 +77,7 @@ from trainmaster.policies.backfill import backfill as backfill_hook
 from trainmaster.policies.cycle import AfterHook, Cycle, KeptSizes, OrderHook, SizeHook, Sizes, current_or_min
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
-from trainmaster.policies.goodput import choose_batches, switch_gain
+from trainmaster.policies.goodput import any_adaptive, choose_batches, switch_gain
 from trainmaster.policies.las import LasOrder, RemainingOrder, las_preempt
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
@@ -182,10 +182,14 @@ class AdaptiveCycle(Cycle):
     tick: float = TICK
     resize_tick: float | None = None  # seconds between decisions while elastic jobs are live (None: events only)
     issued: dict[str, int] = field(default_factory=dict, repr=False)  # cross-decision: job -> the batch last sent
+    # (a class switch, not a field) no batch chosen while no planned job adapts its batch (`any_adaptive`);
+    # False: `choose_batches` asks every allocation (the reference)
+    scan_batches = True
 
     def decide(self, snap: Snapshot) -> Plan:
         plan = super().decide(snap)
-        batches = choose_batches(snap, plan)
+        skip = self.scan_batches and not any_adaptive(snap, plan.allocations)
+        batches = {} if skip else choose_batches(snap, plan)
         if batches:
             plan = replace(plan, batch=batches, rebatch=self._switches(snap, plan, batches))
         wake = math.inf

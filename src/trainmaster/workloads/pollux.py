@@ -422,8 +422,14 @@ def peer_max_replicas(profile: Profile) -> int:
 
 def _adaptive(profile: Profile, batch_size: int) -> BatchRange:
     """Elastic jobs adapt their batch as Pollux's do: between the smallest and largest validated batch,
-    the learning rate tuned at the submitted one (the policy that picks none runs them at it)."""
-    return BatchRange(min=min(profile.validation), max=max(profile.validation), base=batch_size)
+    the learning rate tuned at the submitted one (the policy that picks none runs them at it), each
+    replica computing at most its application's local cap at once (`PeerModel.cap`, the peer's
+    `local_bsz_bounds`: above it the truth accumulates micro-batches, and the job says so)."""
+    from trainmaster.workloads.pollux_peer import peer_model  # the peer's model builds on this module's types
+
+    cap = peer_model(profile).cap
+    return BatchRange(min=min(profile.validation), max=max(profile.validation), base=batch_size,
+                      local_max=math.floor(cap))
 
 
 def _peer_truth(where: str, profile: Profile, batch_size: int) -> PeerTruth:
