@@ -70,8 +70,7 @@ def workload(name: str) -> Workload:
 
 @pytest.mark.parametrize(("preset", "name", "cluster"),
                          [("optimus", "line", "4x4"), ("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"),
-                          ("optimus", "shapes", "4x4"), ("trainmaster", "line", "4x4"),
-                          ("trainmaster", "shapes", "4x4")])
+                          ("optimus", "shapes", "4x4"), ("trainmaster", "line", "4x4")])
 def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     fast, tries = replay(preset, workload(name), cluster, True, monkeypatch)
@@ -85,9 +84,11 @@ def test_misfit_tail_plans_as_one_by_one(preset: str, name: str, cluster: str,
         assert False in tries
 
 
+# trainmaster on "shapes" is left out of both: ~30 s a case, and it did not catch the wrong-shape break that
+# optimus on "shapes" catches
 @pytest.mark.parametrize(("preset", "name", "cluster"),
                          [("optimus", "mixed", "4x4"), ("optimus", "sized", "2x4"), ("optimus", "shapes", "4x4"),
-                          ("trainmaster", "line", "4x4"), ("trainmaster", "shapes", "4x4")])
+                          ("trainmaster", "line", "4x4")])
 def test_spec_index_reads_the_shapes_the_checks_find(preset: str, name: str, cluster: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """`Optimus.spec_index`: the tail reads its shapes off the index by spec object, not by job id with each
