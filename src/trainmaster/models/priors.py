@@ -45,6 +45,7 @@ class TypePriors:
         self._shapes: dict[tuple[str, Form], Counter[Shape]] = {}  # rows per shape, over the jobs in `_rows`
         self._table: dict[tuple[str, Form], dict[str, list[tuple[float, ...]]]] = {}  # job -> its rows' features
         self._caps: dict[tuple[str, Form], dict[str, int]] = {}  # job -> its local-batch cap (jobs that declare one)
+        self._micro: dict[tuple[str, Form], dict[str, list[tuple[float, ...]]]] = {}  # job -> `goodput_features`
         self.version: dict[tuple[str, Form], int] = {}
 
     def update(self, job_type: str, form: Form, job_id: str, rows: dict[Config, Row],
@@ -62,6 +63,8 @@ class TypePriors:
                 shapes -= _shapes(old)
             shapes += _shapes(rows)
             table[job_id] = [features(form, c) for c in rows]
+            if local_max is not None and form is Form.ALLREDUCE:  # (an uncapped job's are its `features`)
+                self._micro.setdefault(key, {})[job_id] = [goodput_features(c, local_max) for c in rows]
         jobs[job_id] = dict(rows)
         jobs.move_to_end(job_id)
         while len(jobs) > self.max_jobs:
@@ -69,6 +72,7 @@ class TypePriors:
             shapes -= _shapes(dropped)
             del table[gone]
             self._caps.get(key, {}).pop(gone, None)
+            self._micro.get(key, {}).pop(gone, None)
         self._fits.pop((*key, True), None)
         self._fits.pop((*key, False), None)
         self.version[key] = self.version.get(key, 0) + 1
@@ -110,9 +114,13 @@ class TypePriors:
                 self._fits[key] = None
             elif not cross_slope and form is Form.ALLREDUCE and self.capped(job_type, form):
                 rows = self.rows(job_type, form)
-                micro = [goodput_features(r.config, m) for r, m in zip(rows, self.local_maxes(job_type, form),
-                                                                         strict=True)]
-                self._fits[key] = fit(form, rows, cross_slope=False, table=micro)
+                if self.keep_features:  # (kept per job, as `_table`: an uncapped job's rows are its features)
+                    table, micro = self._table[job_type, form], self._micro.get((job_type, form), {})
+                    counted = [f for jid in self._rows[job_type, form] for f in micro.get(jid) or table[jid]]
+                else:
+                    counted = [goodput_features(r.config, m)
+                               for r, m in zip(rows, self.local_maxes(job_type, form), strict=True)]
+                self._fits[key] = fit(form, rows, cross_slope=False, table=counted)
             elif self.keep_features:  # (the rows and their features in the same order: job by job, row by row)
                 table = self._table[job_type, form]
                 self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope,
