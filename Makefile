@@ -40,7 +40,7 @@ browser:
 		echo "no chromium (install Debian's chromium package): the browser tests will be skipped"
 
 unit: $(STAMP) browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 test: lint typecheck layers unit
 
