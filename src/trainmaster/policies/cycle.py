@@ -142,12 +142,27 @@ class KeptGangs:
             self.views, self.pairs, self.mixed = {}, {}, mixed
 
 
+class BlockedLine:
+    """The switch of `place_in_order`'s `Workspace.blocked_line` (False: preemption sorts and keys its
+    claimants itself, the reference)."""
+
+    line_keys: ClassVar[bool] = True
+
+
+def _ignore(key: GangKey | None) -> None:
+    return
+
+
 def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
     `skip_misfits`: a pending job whose gang (`gang_key`, kept per view: `KeptGangs`) did not fit, with
     nothing placed or released since, waits with the same wait without a search (most of a long line, on a
     busy cluster).
+
+    With `skip_misfits`, over the workspace's own ranked jobs and `line_keys` on, the blocked jobs (in rank
+    order) and the gang key each was found with are left as `Workspace.blocked_line`, so preemption neither
+    checks their order nor reads their keys again (one append per blocked job instead of passes over the line).
     """
     memo = KeptGangs()
 
@@ -162,6 +177,9 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
         if kept:
             memo.start(mixed, len(jobs))
         gangs, views, pairs = ws.gangs, memo.views, memo.pairs
+        lined = skip_misfits and not strict and BlockedLine.line_keys and ws.ranked is jobs
+        line: list[GangKey | None] = []
+        keyed = line.append if lined else _ignore
         for job in jobs:  # (a step per live job, most of them keeping what they hold: kept lean)
             jid = job.id
             want = wanted(jid)
@@ -189,6 +207,7 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                 if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)
                     ws.waits[jid] = seen[1]
                     blocked.append(job)
+                    keyed(key)
                     continue
             alloc = ws.place(job, want)
             if alloc is None:
@@ -198,8 +217,11 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                 if key is not None:
                     failed[key] = (ws.total_free, ws.waits[jid])
                 blocked.append(job)
+                keyed(key)
                 if strict and head is None:
                     head = job
+        if lined:
+            ws.blocked_line = (blocked, line)
         return blocked
 
     return place
@@ -360,6 +382,7 @@ class Cycle:
         t1 = clock()
         jobs = self.admit(seen, ws)  # 2. admit: reject what never fits, order the rest
         ws.rank = dict(zip(map(_ID, jobs), range(len(jobs)), strict=True))  # (C-level: every live job)
+        ws.ranked = jobs
         t2 = clock()
         sizes = apply_objectives(seen, jobs, self.size(seen, jobs, ws), ws)  # 3. size (then budgets, deadlines)
         ws.want = dict(sizes)

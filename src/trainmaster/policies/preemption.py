@@ -274,6 +274,9 @@ class LowerRank(VictimRule):
         return self.ws.rank.get(jid, self.last)
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
+        line = self.ws.blocked_line
+        if line is not None and line[0] is blocked:  # (the place phase's own list: in rank order already)
+            return blocked
         ranks = list(map(self.ws.rank.get, map(_ID, blocked), repeat(self.last)))
         if all(map(le, ranks, islice(ranks, 1, None))):  # (the place phase blocks them in rank order)
             return blocked
@@ -486,6 +489,10 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     claimants = rule.claimants(blocked)
     if rule.shortcuts and rule.idle(claimants):
         return list(claimants)
+    # The place phase's key of each claimant, where the claimants are its blocked jobs as it left them
+    # (`Workspace.blocked_line`: the key `_claimant_key` finds, read by position instead of looked up).
+    line = ws.blocked_line
+    line_keys = line[1] if keyed and line is not None and line[0] is claimants else None
     done = False  # `rule.exhausted`: nobody has anybody to evict from here on; a claimant starts as is or not
     keys: list[GangKey | None] | None = None  # once `done` (`skip_runs`): the keys of claimants[after:]
     after, i, n = 0, 0, len(claimants)
@@ -502,7 +509,9 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
         claimant = claimants[i]
         i += 1
         key = None
-        if keyed:  # (the place phase's key where it found one for this very `want`: `_claimant_key`)
+        if line_keys is not None:
+            key = line_keys[i - 1]
+        elif keyed:  # (the place phase's key where it found one for this very `want`: `_claimant_key`)
             found = gangs.get(claimant.id, _NO_GANG)
             key = (found[1] if found[0] is wants.get(claimant.id)
                    else _claimant_key(claimant, wants, gangs, allocations, rejected, mixed))
@@ -523,7 +532,8 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                 done = rule.exhausted(claimant)
                 if done and keyed and gangs and rule.skip_runs and n - i >= rule.skip_runs_from:
                     after = i
-                    keys = _keys(claimants[i:], wants, gangs, allocations, rejected, mixed)
+                    keys = (line_keys[i:] if line_keys is not None
+                            else _keys(claimants[i:], wants, gangs, allocations, rejected, mixed))
             still.append(claimant)
             continue
         if evicted:

@@ -38,6 +38,8 @@ from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 
 _KEY = attrgetter("key")
+_SPEC, _MIN = attrgetter("spec"), attrgetter("min_resources")
+_CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 _ALLOCATION = attrgetter("allocation")
 _ID = itemgetter(3)
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
@@ -370,6 +372,10 @@ class Tiresias(Cycle):
     # True: when the first pending job's minimum alone does not fit in the free capacity, the pending pass
     # gives up without summing every pending job's (on a busy cluster most decisions; False: the reference).
     first_misfit: ClassVar[bool] = True
+    # With `first_misfit`: the pending pass also gives up when the first `misfit_prefix` pending jobs' minimums
+    # together do not fit (a long line on a busy cluster: its first job often fits alone, the sum of every
+    # pending job's minimum never does, and `PendingDemand.of` reads every pending id). 0: the first job alone.
+    misfit_prefix: ClassVar[int] = 16
 
     def __init__(self, threshold: float, starvation: float | None, tick: float) -> None:
         self.ranks = TiresiasOrder(threshold, starvation)  # the queues: the state kept between decisions
@@ -388,6 +394,18 @@ class Tiresias(Cycle):
         wait = self.ranks.next_change(snap, plan)
         return replace(plan, wake_after=None if wait is None else max(self.tick, wait))
 
+    def _prefix_fits(self, snap: Snapshot, pending: Sequence[str], free: Resources) -> bool:
+        """Whether the first pending job's minimum fits in `free`, and the first `misfit_prefix` ones' together."""
+        jobs = snap.jobs
+        first = jobs[pending[0]].spec.min_resources
+        if not first.fits_in(free):
+            return False
+        if self.misfit_prefix <= 1 or len(pending) <= 1:
+            return True
+        needs = list(map(_MIN, map(_SPEC, map(jobs.__getitem__, pending[1:self.misfit_prefix]))))
+        return Resources(first.cpu + sum(map(_CPU, needs)), first.memory + sum(map(_MEMORY, needs)),
+                         first.gpu + sum(map(_GPU, needs))).fits_in(free)
+
     def _pending_pass(self, snap: Snapshot, pending: Sequence[str]) -> Plan | None:
         """Decide on the pending jobs alone; None when one of them does not fit.
 
@@ -397,8 +415,8 @@ class Tiresias(Cycle):
         needs every job's rank: the caller decides on everything.
         """
         free = snap.free_total if snap.free_total is not None else sum(snap.free.values(), start=Resources())
-        if self.first_misfit and not snap.jobs[pending[0]].spec.min_resources.fits_in(free):
-            return None  # (the sum below is at least this one job's minimum: resources are never negative)
+        if self.first_misfit and not self._prefix_fits(snap, pending, free):
+            return None  # (the sum below is at least these jobs' minimums: resources are never negative)
         demand = self.demand.of(snap, pending)
         if not demand.fits_in(free):
             return None
