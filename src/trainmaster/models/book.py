@@ -28,7 +28,6 @@ from trainmaster.models.convergence import LossCurve, Progress, fit_loss_curve, 
 from trainmaster.models.goodput import GoodputSpeed, NoiseScale
 from trainmaster.models.priors import TypePriors
 from trainmaster.models.speed import (
-    CROSS_SLOPE_SIZES,
     N_PARAMS,
     Config,
     Form,
@@ -37,7 +36,6 @@ from trainmaster.models.speed import (
     Scaled,
     SpeedPredictor,
     TypeRates,
-    cross_sizes,
     fit,
     for_local_max,
     form_of,
@@ -255,8 +253,6 @@ class LazyJobModel(JobModel):
 class ModelBook:
     """Every job's learner, the per-type priors, and the published `JobModel`s."""
 
-    type_slope = True  # an own goodput law keeps its type's cross-node slope until it can fit one (`_type_slope`)
-
     def __init__(self, *, own_min: int = 3, prior_weight: float = 1.0, use_priors: bool = True) -> None:
         self.own_min = own_min  # distinct own configurations before the job's own fit is trusted
         self.prior_weight = prior_weight  # total weight of siblings' rows in a job's own fit (one row = 1)
@@ -345,28 +341,11 @@ class ModelBook:
         caps: list[int | None] = [learner.local_max] * len(own)
         if siblings:
             caps += self.priors.local_maxes(learner.spec.job_type or "", learner.form, exclude=learner.job_id)
-        slope = self._type_slope(learner, own)
         if all(m is None for m in caps):
-            return fit(learner.form, own + siblings, weights, cross_slope=False, slope=slope)
+            return fit(learner.form, own + siblings, weights, cross_slope=False)
         table = [goodput_features(r.config, m) for r, m in zip(own + siblings, caps, strict=True)]
-        return for_local_max(fit(learner.form, own + siblings, weights, cross_slope=False, table=table,
-                                 slope=slope), learner.local_max)
-
-    def _type_slope(self, learner: JobLearner, own: list[Row]) -> float | None:
-        """The cross-node sync slope `d2` a job's own goodput law keeps: its type's, while its own rows hold fewer
-        than `CROSS_SLOPE_SIZES` multi-node sizes and the type's hold that many (else None: fitted as before).
-
-        Why: own rows weigh 1 each and siblings' 1 in all, so with one or two own multi-node sizes the
-        own rows pin `c2 + d2 (K - 2)` only there and the split between level and slope is set by the
-        siblings' faint weight: cifar10 own fits with one multi-node size put 32-64 GPUs 30-45% fast
-        (bench/results/trainmaster.md fifteenth look). The type's fit has every sibling row at weight 1.
-        """
-        if not self.type_slope or cross_sizes(own) >= CROSS_SLOPE_SIZES or not learner.spec.job_type:
-            return None
-        prior = self.priors.fitted(learner.spec.job_type, learner.form, N_PARAMS[learner.form], False)
-        if prior is None or cross_sizes(self.priors.rows(learner.spec.job_type, learner.form)) < CROSS_SLOPE_SIZES:
-            return None
-        return prior.theta[5]
+        return for_local_max(fit(learner.form, own + siblings, weights, cross_slope=False, table=table),
+                             learner.local_max)
 
     def unreported_speed(self, learner: JobLearner, fit: SpeedPredictor | None) -> tuple[SpeedPredictor | None, str]:
         """`speed` of a job without reports whose type's prior fit is `fit` (the caller looked it up once per type)."""

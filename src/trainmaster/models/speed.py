@@ -216,8 +216,7 @@ def packing_weights(rows: Sequence[Row]) -> list[float]:
 
 
 def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None, *,
-        cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None,
-        slope: float | None = None) -> SpeedFit | None:
+        cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
     """NNLS on relative error; None without rows.
 
     `table`: each row's `features`, when the caller keeps them (`priors.TypePriors`: a type's prior refits
@@ -232,10 +231,6 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     optimistic the same way: it fixes the retrogression terms without the data to fit them and
     penalises them otherwise (petuum/adaptdl `adaptdl/goodput.py`, `fit_perf_params`, `_obj_fn`).
     The goodput law also down-weights fragmented multi-node rows (`packing_weights`).
-
-    `slope` (all-reduce, `cross_slope=False`): `d2` held at this value instead of fitted or 0 (a job's own
-    fit keeps its type's cross-node slope until it has measured the sizes to fit one, `ModelBook._own_law`):
-    the other terms are fitted to the rows' time less `slope * (K - 2)` on multi-node rows.
     """
     if not rows:
         return None
@@ -243,12 +238,10 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
         share = packing_weights(rows)
         weights = [s * (1.0 if weights is None else weights[i]) for i, s in enumerate(share)]
     a = np.array([features(form, r.config) for r in rows] if table is None else table, dtype=float)
-    held = slope is not None and form is Form.ALLREDUCE and not cross_slope
-    flat = held or (form is Form.ALLREDUCE and not cross_slope and cross_sizes(rows) < CROSS_SLOPE_SIZES)
-    y = np.array([r.y for r in rows], dtype=float)
-    target = y - slope * a[:, 5] if held and slope else y
+    flat = form is Form.ALLREDUCE and not cross_slope and cross_sizes(rows) < CROSS_SLOPE_SIZES
     if flat:
         a[:, 5] = 0.0  # a zero column: NNLS leaves its coefficient at 0
+    y = np.array([r.y for r in rows], dtype=float)
     w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=float)
     scale = np.sqrt(w) / y
     a_s = a * scale[:, None]
@@ -256,10 +249,10 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     norms[norms == 0] = 1.0
     from scipy.optimize import nnls  # imported here: scipy.optimize costs ~0.6 s at CLI start-up
 
-    theta, _ = nnls(a_s / norms, target * scale, maxiter=50 * a.shape[1])
+    theta, _ = nnls(a_s / norms, y * scale, maxiter=50 * a.shape[1])
     theta = theta / norms
     if flat:
-        theta[5] = slope if held and slope is not None else 0.0
+        theta[5] = 0.0
     configs = len({r.config for r in rows})
     return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=configs)
 
