@@ -20,7 +20,10 @@ only once the job has reported (its first start as fitted); `-free`: Pollux's
 exploration pace lifted (`optimus.EXPLORE` x the most workers the job reported
 from: it exists because a fitted law is unsure far from its points). Mode `nocap`:
 fitted, the jobs declaring no local-batch cap (`BatchRange.local_max`): the goodput law before the
-fourteenth look, which counts no micro-batches (`fitted` is the product's, which does).
+fourteenth look, which counts no micro-batches (`fitted` is the product's, which does). Modes
+`part-P` (fifteenth look): the fitted goodput law (its trust region kept), but the truth's steps/s
+at the sizes of one part P of `bench.law_audit`'s regimes only: `unseen-multi` (multi-node
+(workers, nodes) the job has not run), `unseen-one` or `seen`: what that part's law error costs.
 
 Bench-only: users' controllers always build their own `ModelBook`.
 
@@ -53,7 +56,9 @@ from trainmaster.workloads.base import Workload
 from trainmaster.workloads.pollux_peer import PeerTruth
 
 WHAT = ("fitted", "oracle", "throughput", "efficiency", "remaining")
-MODES = (*(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free")), "nocap")
+PARTS = ("unseen-multi", "unseen-one", "seen")  # where `part-P` lets the truth's steps/s in (`PartSteps`)
+MODES = (*(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free")), "nocap",
+         *(f"part-{p}" for p in PARTS))
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
 UNPACED = 1 << 20  # `max_workers` that lifts `Optimus`'s exploration pace (`oracle-free`)
 
@@ -106,6 +111,22 @@ class TruthEfficiency(GoodputSpeed):
         return self.speed.steps_per_s(c._replace(batch=float(batch))) * run.rate / run.steps_per_s
 
 
+@dataclass(frozen=True)
+class PartSteps:
+    """The truth's steps/s at the sizes of one `PARTS` regime of a job (its `seen` shapes), `fitted`'s elsewhere."""
+
+    fitted: SpeedPredictor
+    truth: PeerTruth
+    seen: frozenset[tuple[int, int]]
+    part: str
+
+    def steps_per_s(self, c: Config) -> float:
+        regime = "seen" if (c.workers, c.nodes) in self.seen else "unseen-multi" if c.nodes > 1 else "unseen-one"
+        if regime != self.part:
+            return self.fitted.steps_per_s(c)
+        return self.truth.at_counts(counts_of(c.workers, c.nodes), int(c.batch), 0.0).steps_per_s
+
+
 class OracleBook(ModelBook):
     """A `ModelBook` whose adaptive jobs' models read the truth (module doc); others as fitted.
 
@@ -140,6 +161,10 @@ class OracleBook(ModelBook):
         elif truth is not None and self.law == "efficiency" and fitted.goodput is not None:
             g = fitted.goodput
             fields.update(goodput=TruthEfficiency(g.speed, g.bounds, g.phi, g.local, truth=truth, done=learner.step))
+        elif truth is not None and self.law.startswith("part-") and fitted.goodput is not None:
+            g = fitted.goodput
+            seen = frozenset((c.workers, c.nodes) for c in learner.rows)
+            fields.update(goodput=GoodputSpeed(PartSteps(g.speed, truth, seen, self.law[5:]), g.bounds, g.phi, g.local))
         elif truth is not None and self.law == "remaining":
             fields.update(remaining=max(truth.total_steps - learner.step, 0.0))
         elif truth is not None and fitted.goodput is not None:  # "throughput"
@@ -173,11 +198,11 @@ def replay(mode: str, load: float, index: int, setting: str, preset: str = "trai
     controller = Controller(engine, make_policy(preset))
     if mode not in ("fitted", "nocap"):
         truths = {j.job_id: j.truth for j in wl.jobs if isinstance(j.truth, PeerTruth)}
-        what = mode.split("-")[0]
+        what = mode if mode.startswith("part-") else mode.split("-")[0]
         law = {"fitted": "", "oracle": "goodput"}.get(what, what)
         learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
         learning.book = OracleBook(truths, paced=not mode.endswith("-free"), law=law,
-                                   reported_only="reported" in mode)
+                                   reported_only="reported" in mode or what.startswith("part-"))
     controller.run()
     outcomes = controller.outcomes()
     jcts = [o.jct for o in outcomes if o.jct is not None and o.state.value == "succeeded"]

@@ -16,7 +16,7 @@ from trainmaster.workloads.pollux_peer import PeerTruth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives in bench/
 
-from bench.oracle_goodput import UNPACED, OracleBook, _without_caps, counts_of
+from bench.oracle_goodput import UNPACED, OracleBook, PartSteps, _without_caps, counts_of
 
 
 def _alloc(*per_node: int) -> Allocation:
@@ -70,3 +70,23 @@ def test_mode_nocap_strips_only_the_local_caps(shared_data: Path) -> None:
         assert new.spec.adaptive_batch == BatchRange(old.spec.adaptive_batch.min, old.spec.adaptive_batch.max,
                                                       old.spec.adaptive_batch.base)
         assert new.truth is old.truth and new.submit_time == old.submit_time
+
+
+def test_part_steps_reads_the_truth_only_in_its_regime(shared_data: Path) -> None:
+    """Mode `part-P`: the truth's steps/s at the sizes of one `bench.law_audit` regime, the fitted law's elsewhere."""
+    truth = PeerTruth.of(load_profile(shared_data / "pollux" / "profiles" / "cifar10"), 2048)
+
+    class Flat:
+        def steps_per_s(self, c: Config) -> float:
+            return 1.0
+
+    seen = frozenset({(1, 1), (8, 2)})
+    sizes = {"seen": [Config(1, batch=256.0), Config(8, nodes=2, batch=1024.0)],
+             "unseen-one": [Config(2, batch=256.0), Config(4, batch=512.0)],
+             "unseen-multi": [Config(16, nodes=4, batch=2048.0), Config(5, nodes=2, batch=640.0)]}
+    for part in sizes:
+        law = PartSteps(Flat(), truth, seen, part)
+        for regime, configs in sizes.items():
+            for c in configs:
+                want = truth.at_counts(counts_of(c.workers, c.nodes), int(c.batch), 0.0).steps_per_s
+                assert law.steps_per_s(c) == (want if regime == part else 1.0)
