@@ -1,0 +1,61 @@
+"""The trainmaster preset's passes skipped when their inputs did not change plan exactly as running them.
+
+Each switch is turned off in turn and a small contended workload replayed (24 PS jobs on 3x4, the first 8 and
+every third one fixed at their minimum, the rest elastic, models learning online): every plan, its allocation
+order and its waits must be equal, and the skip must have been taken at some decisions and not at others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from tests.replay_helpers import Recorder, same_plans
+
+from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
+from trainmaster.controller.loop import Controller
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import Role
+from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.policies.fairshare import FairPlace
+from trainmaster.policies.registry import make_policy
+from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.workloads.ps_truth import ps_workload
+
+
+def replay() -> list[Plan]:
+    """Every plan of the trainmaster preset on the module doc's workload."""
+    base = ps_workload(24, rate_per_hour=40, seed=3)
+    jobs = tuple(replace(j, spec=replace(j.spec, roles={r: replace(s, max=s.min) for r, s in j.spec.roles.items()}))
+                 if i < 8 or i % 3 == 0 else j for i, j in enumerate(base.jobs))
+    recorder = Recorder(make_policy("trainmaster"))  # type: ignore[arg-type]
+    engine = SimEngine(parse_shorthand("3x4"), replace(base, jobs=jobs),
+                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
+    controller = Controller(engine, recorder)  # type: ignore[arg-type]
+    controller.run()
+    assert controller.summary().finished == 24
+    return recorder.plans
+
+
+def test_running_pass_skipped_plans_as_walking_every_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`FairPlace.skip_kept`: the running-jobs pass only when some holder's size differs from what it holds."""
+    verdicts: list[bool] = []
+    check = FairPlace._any_resize
+
+    def counted(self: FairPlace, snap: Snapshot, allocations: dict[str, Allocation],
+                sizes: dict[str, dict[Role, int]]) -> bool:
+        verdicts.append(check(self, snap, allocations, sizes))
+        return verdicts[-1]
+
+    runs = {}
+    for skip in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(FairPlace, "_any_resize", counted)
+            patch.setattr(FairPlace, "skip_kept", skip)
+            verdicts.clear()
+            runs[skip] = replay(), list(verdicts)
+    (fast, fast_verdicts), (slow, slow_verdicts) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert not slow_verdicts  # (the reference never asks)
+    assert len(fast_verdicts) == len(fast) and 0 < sum(fast_verdicts) < len(fast)  # skipped at some, not all
