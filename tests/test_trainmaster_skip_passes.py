@@ -8,13 +8,14 @@ order and its waits must be equal, and the skip must have been taken at some dec
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from tests.replay_helpers import Recorder, same_plans
 
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
-from trainmaster.core.allocation import Allocation
+from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import Role
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
@@ -59,3 +60,19 @@ def test_running_pass_skipped_plans_as_walking_every_job(monkeypatch: pytest.Mon
     same_plans(fast, slow)
     assert not slow_verdicts  # (the reference never asks)
     assert len(fast_verdicts) == len(fast) and 0 < sum(fast_verdicts) < len(fast)  # skipped at some, not all
+
+
+def test_a_new_size_for_the_same_allocation_is_checked_again() -> None:
+    """An equal verdict is kept per (allocation, size) pair: a new size for an unchanged holder (the greedy's
+    shrink) is compared again, and an unequal pair is never kept."""
+    place = FairPlace(strict=True)
+    snap = SimpleNamespace(jobs={"a": None, "b": None})
+    held = {"a": Allocation.of(Placement(Role.WORKER, "n0") for _ in range(2)),
+            "b": Allocation.of([Placement(Role.WORKER, "n1")])}
+    sizes = {"a": {Role.WORKER: 2}, "b": {Role.WORKER: 1}}
+    check = place._any_resize
+    assert not check(snap, held, sizes)  # type: ignore[arg-type]
+    assert not check(snap, held, sizes)  # type: ignore[arg-type]  # (kept: read in line)
+    assert check(snap, held, {**sizes, "a": {Role.WORKER: 1}})  # type: ignore[arg-type]
+    shrink = {"a": {Role.WORKER: 1}, "b": sizes["b"]}
+    assert check(snap, held, shrink) and check(snap, held, shrink)  # type: ignore[arg-type]
