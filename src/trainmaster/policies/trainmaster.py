@@ -202,7 +202,8 @@ class UnlessIdle:
         classes = set(map(_KIND_PRIORITY, blocked))
         if any(kind is JobKind.SERVICE for kind, _ in classes):
             return False
-        return max(priority for _, priority in classes) <= min(map(_PRIORITY, map(_SPEC, holders)))
+        lowest: int = min(map(_PRIORITY, map(_SPEC, holders)))
+        return max(priority for _, priority in classes) <= lowest
 
     def __call__(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
         if self.skip_idle and self.idle(blocked, ws):
