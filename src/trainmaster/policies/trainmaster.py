@@ -202,8 +202,9 @@ class UnlessIdle:
         classes = set(map(_KIND_PRIORITY, blocked))
         if any(kind is JobKind.SERVICE for kind, _ in classes):
             return False
+        top: int = max(priority for _, priority in classes)
         lowest: int = min(map(_PRIORITY, map(_SPEC, holders)))
-        return max(priority for _, priority in classes) <= lowest
+        return top <= lowest
 
     def __call__(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
         if self.skip_idle and self.idle(blocked, ws):
