@@ -17,8 +17,10 @@ from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import Role
+from trainmaster.core.job import Role, simple_job
+from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.policies.backfill import Kept, predicted_finishes
 from trainmaster.policies.fairshare import FairPlace
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
@@ -104,3 +106,29 @@ def test_idle_queue_rules_skipped_plan_as_running_them(monkeypatch: pytest.Monke
     same_plans(fast, slow)
     assert not slow_verdicts
     assert len(fast_verdicts) == len(fast) and 0 < sum(fast_verdicts) < len(fast)
+
+
+def test_kept_prediction_read_in_line_only_for_the_same_allocation() -> None:
+    """`predicted_finishes` reads a kept answer in line only while the holder's model and allocation are
+    the objects it was asked about: a new allocation (a resize, a restart) or model asks the model again."""
+
+    class Model:
+        def __init__(self, per_worker: float) -> None:
+            self.per_worker = per_worker
+
+        def remaining_time(self, workers: int, ps: int = 0, nodes: int = 1) -> float:
+            return self.per_worker / workers
+
+    spec = simple_job("a", 2)
+    one, two = (Allocation.of(Placement(Role.WORKER, "n0") for _ in range(k)) for k in (1, 2))
+    view = JobView(id="a", spec=spec, state=JobState.RUNNING, submit_time=0.0, allocation=two)
+    model = Model(100.0)
+    snap = SimpleNamespace(jobs={"a": view}, models={"a": model}, now=10.0)
+    kept: Kept = {}
+    ws = SimpleNamespace(allocations={"a": two})
+    assert predicted_finishes(snap, ws, kept) == {"a": 60.0} == predicted_finishes(snap, ws)  # type: ignore[arg-type]
+    assert kept["a"] == (model, two, 50.0)
+    ws.allocations = {"a": one}  # the same model, another allocation
+    assert predicted_finishes(snap, ws, kept) == {"a": 110.0}  # type: ignore[arg-type]
+    snap.models = {"a": Model(40.0)}  # the same allocation, another model
+    assert predicted_finishes(snap, ws, kept) == {"a": 50.0}  # type: ignore[arg-type]
