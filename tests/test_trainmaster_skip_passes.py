@@ -24,19 +24,14 @@ from trainmaster.policies.backfill import Kept, predicted_finishes
 from trainmaster.policies.fairshare import FairPlace
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.trainmaster import UnlessIdle
-from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.ps_truth import ps_workload
 
 
-def replay(priorities: bool = False) -> list[Plan]:
-    """Every plan of the trainmaster preset on the module doc's workload (`priorities`: every fifth job at
-    priority 1, the others at 0)."""
+def replay() -> list[Plan]:
+    """Every plan of the trainmaster preset on the module doc's workload."""
     base = ps_workload(24, rate_per_hour=40, seed=3)
     jobs = tuple(replace(j, spec=replace(j.spec, roles={r: replace(s, max=s.min) for r, s in j.spec.roles.items()}))
                  if i < 8 or i % 3 == 0 else j for i, j in enumerate(base.jobs))
-    if priorities:
-        jobs = tuple(replace(j, spec=replace(j.spec, priority=1)) if i % 5 == 4 else j for i, j in enumerate(jobs))
     recorder = Recorder(make_policy("trainmaster"))  # type: ignore[arg-type]
     engine = SimEngine(parse_shorthand("3x4"), replace(base, jobs=jobs),
                        SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
@@ -83,29 +78,6 @@ def test_a_new_size_for_the_same_allocation_is_checked_again() -> None:
     assert check(snap, held, {**sizes, "a": {Role.WORKER: 1}})  # type: ignore[arg-type]
     shrink = {"a": {Role.WORKER: 1}, "b": sizes["b"]}
     assert check(snap, held, shrink) and check(snap, held, shrink)  # type: ignore[arg-type]
-
-
-def test_idle_queue_rules_skipped_plan_as_running_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`UnlessIdle.skip_idle`: the queue rules' preemption skipped where nobody may evict anybody; with two
-    priorities it is skipped at some decisions and run (evicting) at others."""
-    verdicts: list[bool] = []
-    check = UnlessIdle.idle
-
-    def counted(self: UnlessIdle, blocked: list[JobView], ws: Workspace) -> bool:
-        verdicts.append(check(self, blocked, ws))
-        return verdicts[-1]
-
-    runs = {}
-    for skip in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(UnlessIdle, "idle", counted)
-            patch.setattr(UnlessIdle, "skip_idle", skip)
-            verdicts.clear()
-            runs[skip] = replay(priorities=True), list(verdicts)
-    (fast, fast_verdicts), (slow, slow_verdicts) = runs[True], runs[False]
-    same_plans(fast, slow)
-    assert not slow_verdicts
-    assert len(fast_verdicts) == len(fast) and 0 < sum(fast_verdicts) < len(fast)
 
 
 def test_kept_prediction_read_in_line_only_for_the_same_allocation() -> None:

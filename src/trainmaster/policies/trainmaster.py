@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Literal
 
 from trainmaster.core.job import JobKind
@@ -172,46 +171,6 @@ def only_with_services(shrink: SizeHook) -> SizeHook:
     return OnlyWithServices(shrink)
 
 
-_SPEC, _PRIORITY, _KIND_PRIORITY = attrgetter("spec"), attrgetter("priority"), attrgetter("spec.kind", "spec.priority")
-
-
-class UnlessIdle:
-    """The queue rules' preemption hook (`preemption.preempt`, victims indexed), skipped where it is idle.
-
-    Without queue definitions nobody may reclaim, so the queue rules evict only for a service or for a
-    higher priority than a holder's (`QueueRules.idle`): where no blocked job is a service and none has a
-    higher priority than the lowest-priority holder (every Philly decision), the hook leaves every blocked
-    job blocked, in order, and changes nothing, after indexing every holder (a Python step each). Here that
-    is found from the blocked jobs' and the holders' kinds and priorities in C-level passes, without the
-    index. `skip_idle = False`: the hook at every decision (the reference).
-    """
-
-    skip_idle = True
-
-    def __init__(self, hook: AfterHook) -> None:
-        self.hook = hook
-
-    def idle(self, blocked: list[JobView], ws: Workspace) -> bool:
-        """Whether the queue rules can evict nobody for any of `blocked` (a sufficient test: when in doubt, no)."""
-        snap = ws.snap
-        if snap.queues:
-            return False
-        holders = list(filter(None, map(snap.jobs.get, ws.allocations)))  # (those holding nothing too: safe)
-        if not holders or not blocked:
-            return True
-        classes = set(map(_KIND_PRIORITY, blocked))
-        if any(kind is JobKind.SERVICE for kind, _ in classes):
-            return False
-        top: int = max(priority for _, priority in classes)
-        lowest: int = min(map(_PRIORITY, map(_SPEC, holders)))
-        return top <= lowest
-
-    def __call__(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
-        if self.skip_idle and self.idle(blocked, ws):
-            return list(blocked)
-        return self.hook(snap, blocked, ws)
-
-
 @dataclass
 class AdaptiveCycle(Cycle):
     """A cycle whose plans also carry each adaptive job's batch size (phase 7, `policies/goodput.py`).
@@ -280,8 +239,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     strict = backfill != "greedy"
     after: list[AfterHook] = []
     if preemption:
-        rules = preempt(min_runtime, victim_index)
-        after.append(UnlessIdle(rules) if victim_index else rules)
+        after.append(preempt(min_runtime, victim_index))
     if las:
         after.append(las_preempt)
     if backfill == "reserve":
