@@ -40,6 +40,7 @@ def _min_size(job: JobView) -> int:
 
 
 # job -> the model and allocation its model was last asked about, and the model's answer (`remaining_time`)
+# as `predicted_remaining` takes it: seconds >= 0, or None where it is unknown or not finite
 Kept = dict[str, tuple[JobModel, Allocation, float | None]]
 
 
@@ -55,13 +56,14 @@ def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None =
     if model is not None and alloc:
         got = kept.get(job.id) if kept is not None else None
         if got is not None and got[0] is model and got[1] is alloc:
-            value = got[2]
+            left = got[2]
         else:
             value = model.remaining_time(alloc.count(Role.WORKER), alloc.count(Role.PS), max(len(alloc.nodes), 1))
+            left = max(0.0, float(value)) if value is not None and math.isfinite(value) else None
             if kept is not None:
-                kept[job.id] = (model, alloc, value)
-        if value is not None and math.isfinite(value):
-            return max(0.0, float(value))
+                kept[job.id] = (model, alloc, left)
+        if left is not None:
+            return left
     estimate = job.spec.estimate
     if estimate is None:
         return None
@@ -72,10 +74,23 @@ def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None =
 
 
 def predicted_finishes(snap: Snapshot, ws: Workspace, kept: Kept | None = None) -> dict[str, float | None]:
-    """Predicted end of every job holding resources in the workspace (`kept`: see `predicted_remaining`)."""
-    jobs = snap.jobs
-    return {jid: (None if (rem := predicted_remaining(jobs[jid], snap, alloc, kept)) is None else snap.now + rem)
-            for jid, alloc in ws.allocations.items() if alloc and jid in jobs}
+    """Predicted end of every job holding resources in the workspace (`kept`: see `predicted_remaining`).
+
+    With `kept`, a holder whose kept answer serves (its model and allocation the objects it was asked about,
+    the answer known) is read in line: no call per holder, most of them between two decisions."""
+    jobs, now = snap.jobs, snap.now
+    if kept is None:
+        return {jid: (None if (rem := predicted_remaining(jobs[jid], snap, alloc)) is None else now + rem)
+                for jid, alloc in ws.allocations.items() if alloc and jid in jobs}
+    model_of, seen = snap.models.get, kept.get
+    out: dict[str, float | None] = {}
+    for jid, alloc in ws.allocations.items():
+        got = seen(jid)
+        if got is not None and got[1] is alloc and got[2] is not None and got[0] is model_of(jid) and jid in jobs:
+            out[jid] = now + got[2]  # (what `predicted_remaining` answers: alloc was non-empty when kept)
+        elif alloc and jid in jobs:
+            out[jid] = None if (rem := predicted_remaining(jobs[jid], snap, alloc, kept)) is None else now + rem
+    return out
 
 
 def earliest_start(snap: Snapshot, ws: Workspace, job: JobView, counts: Mapping[Role, int],

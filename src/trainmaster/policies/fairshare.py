@@ -18,12 +18,13 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
 
+from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
 from trainmaster.policies.cycle import PlaceHook
 from trainmaster.policies.queuebook import QueueBook
 from trainmaster.policies.queues import try_place
-from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
 from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, demand, room_wait
 
@@ -54,27 +55,63 @@ def fair_order(book: QueueBook | None, pending: list[JobView]) -> Iterator[JobVi
             groups.pop(0)
 
 
-def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
+class FairPlace:
     """The place hook (module doc). `shortcuts=False`: every pending job takes the full per-job path (the
-    reference the one-role shortcut below must plan like)."""
+    reference the one-role shortcut below must plan like).
 
-    def place(snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
-              ws: Workspace) -> list[JobView]:
+    `skip_kept`: the running-jobs pass (a step per live job) runs only when some holder's size differs from
+    what it holds. Whether they are equal reads the allocation (immutable) and the size dict alone, and the
+    size hooks replace a size, never edit one in place (`trainmaster.OnlyWithServices`), so a holder found
+    equal is skipped while both are the objects it was found equal with (`equal`, declared state: kept
+    sizes and unchanged holders are most of them). When no holder differs the pass would do nothing. False:
+    the pass over every job at every decision (the reference).
+    """
+
+    skip_kept = True
+
+    def __init__(self, strict: bool, shortcuts: bool = True) -> None:
+        self.strict, self.shortcuts = strict, shortcuts
+        self.equal: dict[str, tuple[Allocation, Mapping[Role, int]]] = {}  # job -> (held, size) found equal
+
+    def _any_resize(self, snap: Snapshot, allocations: Mapping[str, Allocation],
+                    sizes: Mapping[str, Mapping[Role, int]]) -> bool:
+        """Whether some holder with a size holds other counts than its size (what the running pass acts on)."""
+        equal = self.equal
+        forget_ended(equal, snap.jobs)
+        get, seen = sizes.get, equal.get
+        for jid, held in allocations.items():
+            want = get(jid)
+            if want is None:
+                continue
+            got = seen(jid)
+            if got is not None and got[0] is held and got[1] is want:
+                continue
+            if not held:
+                continue
+            if not all(held.count(r) == n for r, n in want.items()):
+                return True
+            equal[jid] = (held, want)
+        return False
+
+    def __call__(self, snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
+                 ws: Workspace) -> list[JobView]:
+        strict, shortcuts = self.strict, self.shortcuts
         book = ws.book if ws.queued else None  # (without queue definitions: no quota, no share to read)
         blocked: list[JobView] = []
         allocations = ws.allocations
         # Running jobs first: keep, or shrink to what phase 3 asked (growth waits for pending jobs).
-        for job in jobs:
-            held = allocations.get(job.id)  # (first: most jobs of a busy line hold nothing)
-            if not held or not job.active:
-                continue
-            want = sizes.get(job.id)
-            if want is None:
-                continue
-            if all(held.count(r) == n for r, n in want.items()):
-                continue
-            if all(held.count(r) >= n for r, n in want.items()):
-                try_place(ws, job, want)
+        if not self.skip_kept or self._any_resize(snap, allocations, sizes):
+            for job in jobs:
+                held = allocations.get(job.id)  # (first: most jobs of a busy line hold nothing)
+                if not held or not job.active:
+                    continue
+                want = sizes.get(job.id)
+                if want is None:
+                    continue
+                if all(held.count(r) == n for r, n in want.items()):
+                    continue
+                if all(held.count(r) >= n for r, n in want.items()):
+                    try_place(ws, job, want)
         pending = [j for j in jobs if j.pending and j.id in sizes]
         head: JobView | None = None
         queues = ws.queued  # (as `try_place` reads it)
@@ -140,4 +177,7 @@ def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
                     head = job
         return blocked
 
-    return place
+
+def fair_place(strict: bool, shortcuts: bool = True) -> PlaceHook:
+    """`FairPlace(strict, shortcuts)`: the place hook of the queue-aware presets."""
+    return FairPlace(strict, shortcuts)
