@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from tests.replay_helpers import same_plans
@@ -14,9 +15,12 @@ from tests.test_learning_refresh import Seen, _seen
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
-from trainmaster.controller.model_groups import ModelsView
+from trainmaster.controller.model_groups import ModelGroups, ModelsView
+from trainmaster.controller.records import JobRecord
 from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.job import simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.models.book import JobModel, ModelBook
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.workloads.base import LinearTruth, Workload
@@ -74,3 +78,25 @@ def test_grouped_waiting_jobs_read_as_their_own_models(preset: str, shared_data:
     for fast, slow in zip(fast_models, slow_models, strict=True):
         assert fast == slow
     assert any(m[0] == "type prior" for snap in fast_models for m in snap.values())  # priors were served
+
+
+def test_jobs_join_a_group_only_with_its_model() -> None:
+    """A newly published job joins its key's open group only when its model reads the same (here: GPU type
+    speeds moved since the group's template); merged groups keep every job, emptied groups go."""
+    book, groups = ModelBook(), ModelGroups()
+    models: dict[str, JobModel] = {}
+    for name, fast in (("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 2.0)):
+        spec = simple_job(name, 2, job_type="t")
+        model = replace(book.model(name, spec), type_speed=MappingProxyType({"v100": fast, "k80": 1.0}))
+        groups.join(JobRecord(name, spec, 0.0), model)
+        models[name] = model
+    assert groups.group_of["a"] == groups.group_of["b"] != groups.group_of["c"] == groups.group_of["d"]
+    view = groups.view({})
+    assert [view[j].job_id for j in "abcd"] == list("abcd") and view["b"].type_speed["v100"] == 1.0
+    assert view["d"].type_speed["v100"] == 2.0 and view.get("e") is None and len(view) == 4
+    groups.merge(groups.group_of["a"], groups.group_of["c"])
+    assert len(set(groups.group_of.values())) == 1 and groups.groups_of_type("t") == 1
+    assert groups.view({})["a"].type_speed["v100"] == 2.0 and view["a"].type_speed["v100"] == 1.0  # (frozen)
+    for name in "abcd":
+        groups.leave(name)
+    assert not groups and not groups.templates and not groups.members and groups.groups_of_type("t") == 0

@@ -41,6 +41,9 @@ class ModelGroups:
     def __len__(self) -> int:
         return len(self.group_of)
 
+    def groups_of_type(self, job_type: str) -> int:
+        return len(self.by_type.get(job_type, ()))
+
     def join(self, record: JobRecord, model: JobModel) -> None:
         """Put a newly published job (no reports; `model` as `ModelBook.model` built it) in a group."""
         job_type = record.spec.job_type or ""
