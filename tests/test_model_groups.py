@@ -20,7 +20,7 @@ from trainmaster.controller.records import JobRecord
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.models.book import JobModel, ModelBook
+from trainmaster.models.book import ModelBook
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.workloads.base import LinearTruth, Workload
@@ -84,19 +84,18 @@ def test_jobs_join_a_group_only_with_its_model() -> None:
     """A newly published job joins its key's open group only when its model reads the same (here: GPU type
     speeds moved since the group's template); merged groups keep every job, emptied groups go."""
     book, groups = ModelBook(), ModelGroups()
-    models: dict[str, JobModel] = {}
-    for name, fast in (("a", 1.0), ("b", 1.0), ("c", 2.0), ("d", 2.0)):
+    for name, fast in (("a", 1.0), ("b", 1.0), ("e", 1.0), ("c", 2.0), ("d", 2.0)):
         spec = simple_job(name, 2, job_type="t")
         model = replace(book.model(name, spec), type_speed=MappingProxyType({"v100": fast, "k80": 1.0}))
         groups.join(JobRecord(name, spec, 0.0), model)
-        models[name] = model
     assert groups.group_of["a"] == groups.group_of["b"] != groups.group_of["c"] == groups.group_of["d"]
     view = groups.view({})
-    assert [view[j].job_id for j in "abcd"] == list("abcd") and view["b"].type_speed["v100"] == 1.0
-    assert view["d"].type_speed["v100"] == 2.0 and view.get("e") is None and len(view) == 4
-    groups.merge(groups.group_of["a"], groups.group_of["c"])
-    assert len(set(groups.group_of.values())) == 1 and groups.groups_of_type("t") == 1
-    assert groups.view({})["a"].type_speed["v100"] == 2.0 and view["a"].type_speed["v100"] == 1.0  # (frozen)
-    for name in "abcd":
+    assert [view[j].job_id for j in "abcde"] == list("abcde") and view["b"].type_speed["v100"] == 1.0
+    assert view["d"].type_speed["v100"] == 2.0 and view.get("f") is None and len(view) == 5
+    kept = groups.merge(groups.group_of["a"], groups.group_of["c"])  # (the larger, a's, stays with c's model)
+    assert set(groups.group_of.values()) == {kept} == set(groups.templates) and groups.groups_of_type("t") == 1
+    after = groups.view({})
+    assert [after[j].type_speed["v100"] for j in "abcde"] == [2.0] * 5 and view["a"].type_speed["v100"] == 1.0
+    for name in "abcde":
         groups.leave(name)
     assert not groups and not groups.templates and not groups.members and groups.groups_of_type("t") == 0

@@ -185,7 +185,7 @@ class Learning:
                 made[key] = gid
                 groups.retemplate(gid, book.model(jid, other.spec, now, type_speed))
             else:
-                groups.merge(gid, into)
+                made[key] = groups.merge(gid, into)
 
     def _rebuild_groups(self, job_type: str) -> None:
         """The eager republish's (`model` for every waiting job) for the type's groups: once per group."""
@@ -200,7 +200,7 @@ class Learning:
                 made[key] = gid
                 groups.retemplate(gid, template)
             else:
-                groups.merge(gid, into)
+                made[key] = groups.merge(gid, into)
 
     def on_event(self, what: str, record: JobRecord) -> None:
         """Listener: publish a prior model for new jobs; forget ended ones."""

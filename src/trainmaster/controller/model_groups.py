@@ -87,18 +87,24 @@ class ModelGroups:
         job_type = next(iter(self.members[gid].values())).spec.job_type or ""
         self._open[job_type, template.form, template.batch, template.remaining] = gid
 
-    def merge(self, gid: int, into: int) -> None:
-        """Move group `gid`'s jobs into group `into` (they read its template now): the smaller side moves."""
+    def merge(self, gid: int, into: int) -> int:
+        """Put group `gid`'s jobs with group `into`'s (they read `into`'s template); returns the group that stays.
+
+        The smaller group's jobs move: the larger keeps its id and takes `into`'s template."""
+        if len(self.members[gid]) > len(self.members[into]):
+            self.templates[gid] = self.templates[into]
+            gid, into = into, gid
         moving, staying = self.members[gid], self.members[into]
-        if len(moving) > len(staying):
-            self.members[gid], self.members[into] = staying, moving
-            moving, staying = staying, moving
         staying.update(moving)
         group_of = self.group_of
         for jid in moving:
             group_of[jid] = into
         moving.clear()
-        self._drop(gid, next(iter(staying.values())).spec.job_type or "")
+        job_type = next(iter(staying.values())).spec.job_type or ""
+        template = self.templates[into]
+        self._drop(gid, job_type)
+        self._open[job_type, template.form, template.batch, template.remaining] = into
+        return into
 
     def view(self, own: dict[str, JobModel]) -> ModelsView:
         """A frozen mapping of every job's model: `own`'s (copied) and the grouped jobs' (copied on read)."""
