@@ -6,13 +6,17 @@ reports to a `ModelBook` and publishes the job's `JobModel` in
 listener publishes a model (from its type's prior) when a job is submitted,
 refreshes same-type jobs still without their own points when a type prior
 grows, and drops finished jobs. Models learn from reports only, whatever the engine.
+Waiting jobs without reports are kept in `ModelGroups` (one model per group, copied when a snapshot's
+reader asks), not in `controller.models`: a refit costs O(groups), not O(waiting jobs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from trainmaster.controller.model_groups import ModelGroups
 from trainmaster.controller.records import JobRecord
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
@@ -47,6 +51,8 @@ def one_gpu_type(cluster: Cluster, alloc: Allocation | None, spec: JobSpec) -> s
 class Learning:
     """The report sink and job listener that keep `controller.models` fitted."""
 
+    grouped = True  # False: one model per waiting job in `controller.models`, rebuilt at refresh (the reference)
+
     def __init__(self, controller: Controller, book: ModelBook | None = None) -> None:
         self.controller = controller
         self.book = book or ModelBook()
@@ -62,6 +68,18 @@ class Learning:
         self.keep_gpu_type = True  # False: `one_gpu_type` asked at every report (the slow reference)
         # job -> the allocation, cluster and spec its last report's `one_gpu_type` was asked of, and the answer
         self._gpu_type: dict[str, tuple[Allocation | None, Cluster, JobSpec, str | None]] = {}
+        self.groups = ModelGroups()  # waiting jobs without reports, one model per group (`grouped`)
+        self._loose: dict[str, dict[str, JobRecord]] = {}  # job type -> its waiting jobs not in `groups`
+
+    def _grouping(self) -> bool:
+        """Whether newly published jobs without reports go to `groups` (their speed is their type's fit alone)."""
+        return self.grouped and self.shared and self.one_fit and self.book.own_min > 0 and self.book.use_priors
+
+    def view(self) -> Mapping[str, JobModel]:
+        """The models a snapshot carries: `controller.models` and the grouped jobs', frozen now."""
+        if not self.groups:
+            return MappingProxyType(dict(self.controller.models))
+        return self.groups.view(self.controller.models)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report and republish the job's model."""
@@ -85,6 +103,9 @@ class Learning:
         job_type = spec.job_type
         waiting = self._waiting.get(job_type, {}) if job_type else {}
         waiting.pop(record.id, None)  # it has points of its own now
+        if job_type:
+            self._loose.get(job_type, {}).pop(record.id, None)
+            self.groups.leave(record.id)
         if job_type and waiting and book.priors.version.get(key) != before:  # its type learned: refresh the siblings
             if self.defer and len(book.pooled_types(job_type)) < 2:
                 # Deferred to the next snapshot: until then only the prior changes their models (it only
@@ -93,8 +114,9 @@ class Learning:
             else:  # (their relative GPU speeds follow every report of the type: refresh now)
                 self._stale.pop(job_type, None)
                 self._seen.pop(job_type, None)
-                for jid, other in waiting.items():
+                for jid, other in self._loose.get(job_type, {}).items():
                     self.controller.models[jid] = book.model(jid, other.spec)
+                self._rebuild_groups(job_type)
 
     def refresh(self) -> None:
         """Republish the models of the waiting jobs whose type's prior learned (before each snapshot)."""
@@ -113,7 +135,7 @@ class Learning:
             type_speeds: dict[str | None, Mapping[str, float]] = {}  # theirs (their type's pooled rates alone)
             made: dict[tuple[object, ...], JobModel] = {}  # `ModelBook.unreported_model`'s models to copy
             shared = self.shared and self.one_fit
-            for jid, other in self._waiting.get(job_type, {}).items():
+            for jid, other in self._loose.get(job_type, {}).items():
                 learner = book.learner(jid, other.spec)
                 form = learner.form
                 if form not in fits:
@@ -135,14 +157,62 @@ class Learning:
                 if type_speed is None:
                     type_speed = type_speeds[kind] = book.type_speed(learner)
                 models[jid] = book.unreported_model(learner, other.spec, now, type_speed, made)
+            self._refresh_groups(job_type, fits, type_speeds.get(job_type))
             self._seen[job_type] = fits
         self._stale.clear()
+
+    def _refresh_groups(self, job_type: str, fits: dict[Form, SpeedPredictor | None],
+                        type_speed: Mapping[str, float] | None) -> None:
+        """`refresh` of the type's groups: a group whose speed moved reads a template built once (as
+        `ModelBook.unreported_model`'s); groups that now read alike merge. `fits`: filled per form seen."""
+        groups, book = self.groups, self.book
+        made: dict[tuple[object, ...], int] = {}
+        for gid in list(groups.by_type.get(job_type, ())):
+            template = groups.templates[gid]
+            jid, other = next(iter(groups.members[gid].items()))
+            learner = book.learner(jid, other.spec)
+            form = learner.form
+            if form not in fits:
+                fits[form] = book.priors.fitted(job_type, form, N_PARAMS[form])
+            now = book.unreported_speed(learner, fits[form])
+            if now == (template.speed, template.basis):
+                continue  # (as each job's check in `refresh`: the group's jobs share the model it compares)
+            if type_speed is None:
+                type_speed = book.type_speed(learner)
+            key = (form, template.batch, template.remaining, id(now[0]), now[1])
+            into = made.get(key)
+            if into is None:
+                made[key] = gid
+                groups.retemplate(gid, book.model(jid, other.spec, now, type_speed))
+            else:
+                made[key] = groups.merge(gid, into)
+
+    def _rebuild_groups(self, job_type: str) -> None:
+        """The eager republish's (`model` for every waiting job) for the type's groups: once per group."""
+        groups, book = self.groups, self.book
+        made: dict[tuple[object, ...], int] = {}
+        for gid in list(groups.by_type.get(job_type, ())):
+            jid, other = next(iter(groups.members[gid].items()))
+            template = book.model(jid, other.spec)
+            key = (template.form, template.batch, template.remaining, id(template.speed), template.basis)
+            into = made.get(key)
+            if into is None:
+                made[key] = gid
+                groups.retemplate(gid, template)
+            else:
+                made[key] = groups.merge(gid, into)
 
     def on_event(self, what: str, record: JobRecord) -> None:
         """Listener: publish a prior model for new jobs; forget ended ones."""
         if what == "submitted":
-            model = self.controller.models[record.id] = self.book.model(record.id, record.spec)
+            model = self.book.model(record.id, record.spec)
             job_type = record.spec.job_type
+            if job_type and self._grouping() and not self.book.learner(record.id, record.spec).version:
+                self.groups.join(record, model)
+            else:
+                self.controller.models[record.id] = model
+                if job_type:
+                    self._loose.setdefault(job_type, {})[record.id] = record
             if job_type:
                 self._waiting.setdefault(job_type, {})[record.id] = record
                 seen = self._seen.get(job_type)
@@ -154,6 +224,8 @@ class Learning:
             self._gpu_type.pop(record.id, None)
             if record.spec.job_type:
                 self._waiting.get(record.spec.job_type, {}).pop(record.id, None)
+                self._loose.get(record.spec.job_type, {}).pop(record.id, None)
+                self.groups.leave(record.id)
 
 
 def attach_learning(controller: Controller, book: ModelBook | None = None) -> Learning:
@@ -162,4 +234,5 @@ def attach_learning(controller: Controller, book: ModelBook | None = None) -> Le
     controller.report_sinks.append(learning)
     controller.listeners.append(learning.on_event)
     controller.before_snapshot.append(learning.refresh)
+    controller.models_view = learning.view
     return learning

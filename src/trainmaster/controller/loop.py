@@ -109,6 +109,7 @@ class Controller:
         self.listeners: list[Listener] = []
         self.report_sinks: list[ReportSink] = []
         self.before_snapshot: list[Callable[[], None]] = []  # e.g. learning's deferred model refreshes
+        self.models_view: Callable[[], Mapping[str, JobModel]] | None = None  # a snapshot's models (else `models`)
         self.last_plan = Plan(allocations={})
         self.cycles = 0
         self.last_cycle_at = float("-inf")
@@ -369,7 +370,7 @@ class Controller:
             free_total=self.free_total,
             held=MappingProxyType(dict(self._held)),
             pending_ids=self._pending_ids(changed),
-            models=MappingProxyType(dict(self.models)),
+            models=MappingProxyType(dict(self.models)) if self.models_view is None else self.models_view(),
             queues=MappingProxyType(dict(self.queues)),
         )
 
