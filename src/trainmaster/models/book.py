@@ -337,10 +337,12 @@ class ModelBook:
     def _own_law(self, learner: JobLearner, own: list[Row], siblings: list[Row],
                  weights: list[float]) -> SpeedPredictor | None:
         """An all-reduce goodput law from the job's rows and its siblings', each row's micro-batches counted with
-        its job's local-batch cap (`priors.TypePriors`)."""
+        its job's local-batch cap (`priors.TypePriors`); as `fit` alone when no job of the type declares one."""
         caps: list[int | None] = [learner.local_max] * len(own)
         if siblings:
             caps += self.priors.local_maxes(learner.spec.job_type or "", learner.form, exclude=learner.job_id)
+        if all(m is None for m in caps):
+            return fit(learner.form, own + siblings, weights, cross_slope=False)
         table = [goodput_features(r.config, m) for r, m in zip(own + siblings, caps, strict=True)]
         return for_local_max(fit(learner.form, own + siblings, weights, cross_slope=False, table=table),
                              learner.local_max)

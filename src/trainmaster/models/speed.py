@@ -97,31 +97,9 @@ def micro_batches(c: Config, local_max: int | None) -> int:
 
 
 def goodput_features(c: Config, local_max: int | None) -> tuple[float, ...]:
-    """The goodput law's row: the all-reduce `features` with the fixed term counted once per micro-batch
-    (`micro_batches`), and a 7th column, the local batch on a one-node multi-replica size.
-
-    Why the 7th: co-located replicas slow each other more at large local batches (cifar10 at local 1,024:
-    0.702 s on 1 GPU, 0.838 on 2; at local 64: 0.060 / 0.065). A type's one-node rows are at the submitted
-    batch (large local batches) while sizing asks small ones: with the one-node sync a constant `c1`, that
-    growth lands in `c1` and the law puts small one-node sizes ~20% slow (bench/results/trainmaster.md,
-    fifteenth and sixteenth looks). Fitted only where the rows can tell it from `c1` (`separable`).
-    """
+    """The all-reduce `features` with the fixed term counted once per micro-batch (`micro_batches`)."""
     row = features(Form.ALLREDUCE, c)
-    return (float(micro_batches(c, local_max)), *row[1:], row[2] * row[1])
-
-
-def separable(table: np.ndarray) -> bool:
-    """Whether the one-node multi-replica rows of a goodput `table` tell its per-sample term from `c1` and `d1`.
-
-    Their columns (`c1`, `d1`, the term) must have a higher rank than `c1` and `d1` alone: rows at one local
-    batch, or one batch at two replica counts (local M/2 and M/4: three unknowns, two points), cannot, and
-    NNLS would split their sync between the terms at random and carry the split to every other local batch.
-    """
-    one = table[table[:, 2] > 0][:, [2, 3, 6]]
-    if not len(one):
-        return False
-    one = one / np.maximum(np.linalg.norm(one, axis=0), 1e-300)
-    return bool(np.linalg.matrix_rank(one, tol=1e-6) > np.linalg.matrix_rank(one[:, :2], tol=1e-6))
+    return row if local_max is None else (float(micro_batches(c, local_max)), *row[1:])
 
 
 def time_like(form: Form, c: Config, steps_per_s: float) -> float:
@@ -154,10 +132,9 @@ class SpeedFit(SpeedPredictor):
 
 @dataclass(frozen=True)
 class MicroFit(SpeedFit):
-    """The all-reduce goodput law (`goodput_features`), predicting for a job whose cap is `local_max` (None: it
-    declares none, one micro-batch)."""
+    """An all-reduce law whose fixed term counts the micro-batches of a job that declares `local_max`."""
 
-    local_max: int | None = None
+    local_max: int = 1
 
     def steps_per_s(self, c: Config) -> float:
         y = 0.0
@@ -167,8 +144,8 @@ class MicroFit(SpeedFit):
 
 
 def for_local_max(law: SpeedFit | None, local_max: int | None) -> SpeedFit | None:
-    """`law` as it predicts for a job with `local_max` (a goodput law, `MicroFit`, takes the job's cap)."""
-    if not isinstance(law, MicroFit) or local_max is None:
+    """`law` (fitted on `goodput_features`) as it predicts for a job with `local_max` (a `MicroFit` if it has one)."""
+    if law is None or local_max is None or law.form is not Form.ALLREDUCE:
         return law
     return MicroFit(law.form, law.theta, law.configs, local_max)
 
@@ -242,8 +219,8 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
         cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
     """NNLS on relative error; None without rows.
 
-    `table`: each row's `features` (`goodput_features` for the goodput law), when the caller keeps them
-    (`priors.TypePriors`: a type's prior refits after every update of one job's rows, the others' unchanged).
+    `table`: each row's `features`, when the caller keeps them (`priors.TypePriors`: a type's prior refits
+    after every update of one job's rows, the others' features unchanged).
 
     `cross_slope=False` (all-reduce only; the goodput law, `ModelBook.speed(optimistic=True)`): the
     cross-node sync per extra replica `d2` is held at 0, so `c2` is the mean cross-node sync, until
@@ -253,25 +230,17 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     every larger multi-node size; a third size is the least that tests a line. Pollux's own fit is
     optimistic the same way: it fixes the retrogression terms without the data to fit them and
     penalises them otherwise (petuum/adaptdl `adaptdl/goodput.py`, `fit_perf_params`, `_obj_fn`).
-    The goodput law also down-weights fragmented multi-node rows (`packing_weights`), and has a one-node
-    per-sample term (`goodput_features`: its rows; without `table`, those of a job without a cap); it returns
-    a `MicroFit`.
+    The goodput law also down-weights fragmented multi-node rows (`packing_weights`).
     """
     if not rows:
         return None
-    goodput = form is Form.ALLREDUCE and not cross_slope
-    if goodput:
+    if form is Form.ALLREDUCE and not cross_slope:
         share = packing_weights(rows)
         weights = [s * (1.0 if weights is None else weights[i]) for i, s in enumerate(share)]
-        if table is None:
-            table = [goodput_features(r.config, None) for r in rows]
     a = np.array([features(form, r.config) for r in rows] if table is None else table, dtype=float)
-    flat = goodput and cross_sizes(rows) < CROSS_SLOPE_SIZES
+    flat = form is Form.ALLREDUCE and not cross_slope and cross_sizes(rows) < CROSS_SLOPE_SIZES
     if flat:
         a[:, 5] = 0.0  # a zero column: NNLS leaves its coefficient at 0
-    local = goodput and not separable(a)
-    if local:
-        a[:, 6] = 0.0
     y = np.array([r.y for r in rows], dtype=float)
     w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=float)
     scale = np.sqrt(w) / y
@@ -284,11 +253,7 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     theta = theta / norms
     if flat:
         theta[5] = 0.0
-    if local:
-        theta[6] = 0.0
     configs = len({r.config for r in rows})
-    if goodput:
-        return MicroFit(form=form, theta=tuple(float(t) for t in theta), configs=configs)
     return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=configs)
 
 
