@@ -15,15 +15,14 @@ verdicts for the current cluster); a preset's own (tiresias' queues) is its fiel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import chain, compress, count, filterfalse, islice, repeat
-from operator import and_, attrgetter, eq, is_, is_not, itemgetter, not_
+from itertools import chain, compress, filterfalse, islice
+from operator import attrgetter, is_not, itemgetter
 from time import perf_counter
 from types import MappingProxyType
 from typing import ClassVar
 
-from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
@@ -101,10 +100,12 @@ class KeptSizes:
         return dict(zip(ids, map(kept.__getitem__, ids), strict=True))
 
 
-GangKey = tuple[object, ...]
+# A gang's key: `gang_key`'s tuple, or the number `KeptGangs` gave it (within one decision every key of one
+# kind: equal gangs, equal keys; a number hashes as an int, a tuple of seven fields each lookup).
+GangKey = Hashable
 
 
-def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | None:
+def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> tuple[object, ...] | None:
     """What finding room for a one-role gang that holds nothing depends on besides free capacity; None for
     other gangs (several roles, anchors on on-demand nodes where `mixed`: `ClusterTraits.mixed`). Whether
     such a gang fits only grows with the free capacity of every node (a single node, or a greedy fill
@@ -127,120 +128,44 @@ class KeptGangs:
     (two lookups instead of a call and a tuple built per pending job per decision: most of a long line).
     The (size, key) pair itself is what the place phase leaves for preemption (`Workspace.gangs`).
     Switch: `KeptGangs.kept = False` computes every key afresh (the reference).
+
+    `numbered` (with `kept`): a kept key is the number of its tuple (`numbers`: the keys met, numbered as
+    met), so the place loop's misfit lookups, the blocked line and preemption's `lost`/`misfits` lookups over
+    it hash an int instead of the tuple's seven fields (a long line: a few lookups per waiting job per
+    decision). Equal tuples, equal numbers, while the memo lives (forgotten together). False: the tuples.
     """
 
     kept: ClassVar[bool] = True
+    numbered: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self.views: dict[str, JobView] = {}
         self.pairs: dict[str, tuple[Mapping[Role, int], GangKey | None]] = {}
         self.mixed: bool | None = None  # the cluster's `mixed` the keys were found for
-        self.seen, self.wants, self.helds, self.kinds, self.keys = {}, {}, {}, {}, {}
+        self.numbers: dict[tuple[object, ...], int] = {}  # `numbered`: each key tuple met -> its number
 
     def start(self, mixed: bool, live: int) -> None:
         """Before a decision with `live` jobs: forget every key when `mixed` changed (another cluster), and
         the jobs that left once they are most of what is kept."""
-        if mixed is not self.mixed or len(self.pairs) > 4 * live + 256 or len(self.kinds) > 4 * live + 256:
-            self.views, self.pairs, self.mixed = {}, {}, mixed
-            self.seen, self.wants, self.helds, self.kinds, self.keys = {}, {}, {}, {}, {}
+        if mixed is not self.mixed or len(self.pairs) > 4 * live + 256:
+            self.views, self.pairs, self.mixed, self.numbers = {}, {}, mixed, {}
 
-    # `BlockedLine.runs`: each live job's step of the place loop, classified once per (view, size, held)
-    seen: dict[str, JobView]
-    wants: dict[str, Mapping[Role, int] | None]
-    helds: dict[str, Allocation | None]
-    kinds: dict[str, int]  # _KEEPS, _FRESH (holds nothing: keyed, `pairs`) or _OTHER (tried, no key)
-    keys: dict[str, GangKey | None]  # a _FRESH job's key (None for the others)
-
-    def classify(self, jobs: list[JobView], wants: list[Mapping[Role, int] | None],
-                 helds: list[Allocation | None], mixed: bool) -> list[int]:
-        """Each job's kind, found anew (a Python step) only where its view, size or held allocation is not
-        the very object it was classified with: most of a long line, most decisions, is read in C."""
-        seen, kept_wants, kept_helds, kinds = self.seen, self.wants, self.helds, self.kinds
-        ids = list(map(_ID, jobs))
-        same = map(and_, map(and_, map(is_, map(seen.get, ids), jobs), map(is_, map(kept_wants.get, ids), wants)),
-                   map(is_, map(kept_helds.get, ids), helds))
-        for k in compress(count(), map(not_, same)):
-            job, want, held = jobs[k], wants[k], helds[k]
-            jid = job.id
-            seen[jid], kept_wants[jid], kept_helds[jid] = job, want, held
-            key = None
-            if want is None or (held is not None and held.tasks and (
-                    held.role_counts == want or all(held.count(r) == n for r, n in want.items()))):
-                kind = _KEEPS  # (not in the size phase's output, or keeps what it holds)
-            elif not held and not job.allocation.tasks:
-                pair = self.pairs.get(jid)
-                if pair is None or pair[0] is not want or self.views.get(jid) is not job:
-                    pair = self.pairs[jid] = (want, gang_key(job.spec, want, mixed))
-                    self.views[jid] = job
-                kind, key = _FRESH, pair[1]
-            else:
-                kind = _OTHER
-            kinds[jid], self.keys[jid] = kind, key
-        return list(map(kinds.__getitem__, ids))
+    def key(self, spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | None:
+        """`gang_key`, or its number (`numbered`)."""
+        key = gang_key(spec, want, mixed)
+        if key is None or not self.numbered:
+            return key
+        number = self.numbers.get(key)
+        if number is None:
+            number = self.numbers[key] = len(self.numbers) + 1  # (from 1: a key is never falsy)
+        return number
 
 
 class BlockedLine:
     """The switch of `place_in_order`'s `Workspace.blocked_line` (False: preemption sorts and keys its
-    claimants itself, the reference).
-
-    `runs` (with `line_keys` and `KeptGangs.kept`): the place loop over the line without a Python step per
-    job that keeps what it holds or waits with a gang that failed since nothing moved: each job's step kind
-    kept per view (`KeptGangs.classify`), then runs of such waiting jobs blocked at once, found by C-level
-    passes over their keys (a long line on a busy cluster: thousands of jobs, a few tries). False: a step
-    per live job (the reference).
-    """
+    claimants itself, the reference)."""
 
     line_keys: ClassVar[bool] = True
-    runs: ClassVar[bool] = True
-
-
-_KEEPS, _FRESH, _OTHER = 0, 1, 2  # `KeptGangs.classify`: a job's step in the place loop
-
-
-def _place_runs(jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]], ws: Workspace,
-                memo: KeptGangs, mixed: bool) -> tuple[list[JobView], list[GangKey | None]]:
-    """`place_in_order`'s loop (not strict, misfits skipped, kept keys) over `jobs` = `ws.ranked`, in runs
-    (`BlockedLine.runs`): the blocked jobs and their keys, `ws.gangs` and the waits as the loop leaves them.
-    Exact: before its own step a job's size and held allocation are as at the start (the loop assigns only
-    the job it steps), so its kind is; and a run's jobs each meet a failed key with nothing moved since."""
-    ids = list(map(_ID, jobs))
-    wants = list(map(sizes.get, ids))
-    helds = list(map(ws.allocations.get, ids))
-    kinds = memo.classify(jobs, wants, helds, mixed)
-    fresh = list(compress(ids, map(eq, kinds, repeat(_FRESH))))
-    ws.gangs.update(zip(fresh, map(memo.pairs.__getitem__, fresh), strict=True))
-    at = list(compress(count(), kinds))  # (the jobs that keep what they hold are passed over)
-    c_ids = list(map(ids.__getitem__, at))
-    c_keys = list(map(memo.keys.__getitem__, c_ids))
-    blocked: list[JobView] = []
-    line: list[GangKey | None] = []
-    failed: dict[GangKey | None, Resources] = {}  # gang -> the free total it failed with (None: never a key)
-    waited: dict[GangKey | None, Wait] = {}  # gang -> its wait then
-    waits = ws.waits
-    i, m = 0, len(at)
-    while i < m:
-        free = ws.total_free
-        j = next(compress(count(i), map(is_not, map(failed.get, islice(c_keys, i, None)), repeat(free))), m)
-        if j > i:  # (each failed with this very free total: nothing placed since)
-            run = c_keys[i:j]
-            waits.update(zip(c_ids[i:j], map(waited.__getitem__, run), strict=True))
-            blocked.extend(map(jobs.__getitem__, at[i:j]))
-            line.extend(run)
-            if j == m:
-                break
-        k, key = at[j], c_keys[j]
-        i = j + 1
-        job, want = jobs[k], wants[k]
-        assert want is not None  # (a job outside the sizes is _KEEPS)
-        if ws.place(job, want) is None:
-            if helds[k]:  # cannot resize: keeps the current allocation
-                continue
-            ws.block_for_room(job, want)
-            if key is not None:
-                failed[key], waited[key] = ws.total_free, waits[job.id]
-            blocked.append(job)
-            line.append(key)
-    return blocked, line
 
 
 def _ignore(key: GangKey | None) -> None:
@@ -272,9 +197,6 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
             memo.start(mixed, len(jobs))
         gangs, views, pairs = ws.gangs, memo.views, memo.pairs
         lined = skip_misfits and not strict and BlockedLine.line_keys and ws.ranked is jobs
-        if lined and kept and BlockedLine.runs:
-            ws.blocked_line = _place_runs(jobs, sizes, ws, memo, mixed)
-            return ws.blocked_line[0]
         line: list[GangKey | None] = []
         keyed = line.append if lined else _ignore
         for job in jobs:  # (a step per live job, most of them keeping what they hold: kept lean)
@@ -294,9 +216,11 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
             if skip_misfits and not held and not job.allocation.tasks:
                 pair = pairs.get(jid) if kept else None
                 if pair is None or pair[0] is not want or views.get(jid) is not job:
-                    pair = (want, gang_key(job.spec, want, mixed))
                     if kept:
-                        pairs[jid], views[jid] = pair, job
+                        pair = pairs[jid] = (want, memo.key(job.spec, want, mixed))
+                        views[jid] = job
+                    else:
+                        pair = (want, gang_key(job.spec, want, mixed))
                 gangs[jid] = pair  # (preemption reads it again: `preempt_with`)
                 key = pair[1]
             if key is not None:
