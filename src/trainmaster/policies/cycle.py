@@ -15,7 +15,7 @@ verdicts for the current cluster); a preset's own (tiresias' queues) is its fiel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain, compress, filterfalse, islice
 from operator import attrgetter, is_not, itemgetter
@@ -100,10 +100,12 @@ class KeptSizes:
         return dict(zip(ids, map(kept.__getitem__, ids), strict=True))
 
 
-GangKey = tuple[object, ...]
+# A gang's key: `gang_key`'s tuple, or the number `KeptGangs` gave it (within one decision every key of one
+# kind: equal gangs, equal keys; a number hashes as an int, a tuple of seven fields each lookup).
+GangKey = Hashable
 
 
-def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | None:
+def gang_key(spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> tuple[object, ...] | None:
     """What finding room for a one-role gang that holds nothing depends on besides free capacity; None for
     other gangs (several roles, anchors on on-demand nodes where `mixed`: `ClusterTraits.mixed`). Whether
     such a gang fits only grows with the free capacity of every node (a single node, or a greedy fill
@@ -126,20 +128,37 @@ class KeptGangs:
     (two lookups instead of a call and a tuple built per pending job per decision: most of a long line).
     The (size, key) pair itself is what the place phase leaves for preemption (`Workspace.gangs`).
     Switch: `KeptGangs.kept = False` computes every key afresh (the reference).
+
+    `numbered` (with `kept`): a kept key is the number of its tuple (`numbers`: the keys met, numbered as
+    met), so the place loop's misfit lookups, the blocked line and preemption's `lost`/`misfits` lookups over
+    it hash an int instead of the tuple's seven fields (a long line: a few lookups per waiting job per
+    decision). Equal tuples, equal numbers, while the memo lives (forgotten together). False: the tuples.
     """
 
     kept: ClassVar[bool] = True
+    numbered: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self.views: dict[str, JobView] = {}
         self.pairs: dict[str, tuple[Mapping[Role, int], GangKey | None]] = {}
         self.mixed: bool | None = None  # the cluster's `mixed` the keys were found for
+        self.numbers: dict[tuple[object, ...], int] = {}  # `numbered`: each key tuple met -> its number
 
     def start(self, mixed: bool, live: int) -> None:
         """Before a decision with `live` jobs: forget every key when `mixed` changed (another cluster), and
         the jobs that left once they are most of what is kept."""
         if mixed is not self.mixed or len(self.pairs) > 4 * live + 256:
-            self.views, self.pairs, self.mixed = {}, {}, mixed
+            self.views, self.pairs, self.mixed, self.numbers = {}, {}, mixed, {}
+
+    def key(self, spec: JobSpec, want: Mapping[Role, int], mixed: bool) -> GangKey | None:
+        """`gang_key`, or its number (`numbered`)."""
+        key = gang_key(spec, want, mixed)
+        if key is None or not self.numbered:
+            return key
+        number = self.numbers.get(key)
+        if number is None:
+            number = self.numbers[key] = len(self.numbers) + 1  # (from 1: a key is never falsy)
+        return number
 
 
 class BlockedLine:
@@ -197,9 +216,11 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
             if skip_misfits and not held and not job.allocation.tasks:
                 pair = pairs.get(jid) if kept else None
                 if pair is None or pair[0] is not want or views.get(jid) is not job:
-                    pair = (want, gang_key(job.spec, want, mixed))
                     if kept:
-                        pairs[jid], views[jid] = pair, job
+                        pair = pairs[jid] = (want, memo.key(job.spec, want, mixed))
+                        views[jid] = job
+                    else:
+                        pair = (want, gang_key(job.spec, want, mixed))
                 gangs[jid] = pair  # (preemption reads it again: `preempt_with`)
                 key = pair[1]
             if key is not None:

@@ -60,6 +60,8 @@ def _options(spec: JobSpec, want: dict[Role, int], model: JobModel, spare: int) 
 
 def apply_objectives(snap: Snapshot, jobs: list[JobView], sizes: Sizes, ws: Workspace) -> Sizes:
     """Resize the elastic jobs with a budget or deadline (module doc); notes say when one cannot be met."""
+    if not snap.models:  # (no job has a model: each would be passed over, a Python step per live job)
+        return sizes
     spare: int | None = None
     for job in jobs:
         spec = job.spec

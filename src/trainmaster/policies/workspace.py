@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from operator import is_not, itemgetter
@@ -277,11 +277,11 @@ class Workspace:
         self.want: dict[str, Mapping[Role, int]] = {}  # replicas per role from the size phase
         # `cycle.gang_key` per job as the place phase found it, with the sizes it was found for (the same
         # object: preemption reuses it only while `want` holds that very mapping for the job).
-        self.gangs: dict[str, tuple[Mapping[Role, int], tuple[object, ...] | None]] = {}
+        self.gangs: dict[str, tuple[Mapping[Role, int], Hashable | None]] = {}
         self.ranked: list[JobView] | None = None  # the jobs `rank` numbers, in that order (`Cycle.run`)
         # The place phase's blocked jobs when it went through `ranked` itself (so in rank order), with each
         # one's `gang_key` as it found it (None: none); preemption's claimants and their keys (`preempt_with`).
-        self.blocked_line: tuple[list[JobView], list[tuple[object, ...] | None]] | None = None
+        self.blocked_line: tuple[list[JobView], list[Hashable | None]] | None = None
         self._fit: _FitIndex | None = None  # built by the second `find` that scans for a node
         self._scans = 0
         self._book: QueueBook | None = None
