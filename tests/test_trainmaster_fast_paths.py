@@ -195,6 +195,45 @@ def test_kept_order_keys_plan_as_working_them_out(monkeypatch: pytest.MonkeyPatc
     assert 0 < fast_asks < slow_asks * 0.7  # kept keys served; jobs that changed or reported asked again
 
 
+@pytest.mark.parametrize("workload", [mixed, two_priorities])
+def test_kept_keys_read_in_c_order_as_the_loop(workload: Callable[[], Workload],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RemainingOrder.read_in_c`: the kept keys read and checked in C-level passes; the same orders, plans and
+    keys worked out again (`predicted_remaining` asks) as the Python loop over every job."""
+    asked, read = [0], [0]
+    predicted, order, key_of = las.predicted_remaining, RemainingOrder.__call__, las._KEY
+    orders: list[list[str]] = []
+
+    def counted(snap: Snapshot, job: JobView) -> float | None:
+        asked[0] += 1
+        return predicted(snap, job)
+
+    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        out = order(self, snap)
+        orders.append([j.id for j in out])
+        return out
+
+    def key_read(entry: tuple[object, object, tuple[int, int, float]]) -> tuple[int, int, float]:
+        read[0] += 1
+        return key_of(entry)  # type: ignore[no-any-return]
+
+    runs = {}
+    for in_c in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(las, "predicted_remaining", counted)
+            patch.setattr(las, "_KEY", key_read)  # (read by the C-level passes alone)
+            patch.setattr(RemainingOrder, "__call__", recorded)
+            patch.setattr(RemainingOrder, "read_in_c", in_c)
+            asked[0] = read[0] = 0
+            orders.clear()
+            runs[in_c] = replay(patch, workload())[0], asked[0], read[0], list(orders)
+    (fast, fast_asks, fast_read, fast_orders), (slow, slow_asks, slow_read, slow_orders) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert fast_orders == slow_orders
+    assert fast_asks == slow_asks > 0  # the same keys worked out again
+    assert fast_read >= sum(map(len, fast_orders)) > 0 == slow_read  # every job's key read in C (fast path only)
+
+
 def test_kept_sizes_plan_as_current_or_min(monkeypatch: pytest.MonkeyPatch) -> None:
     """`OnlyWithServices.keep_sizes` (no service live here): sizes worked out only for jobs whose view changed;
     the same plans as `current_or_min` over every admitted job at each decision."""
