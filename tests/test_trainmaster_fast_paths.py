@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
+from types import SimpleNamespace
 
 import pytest
 from tests.replay_helpers import Recorder, same_plans
@@ -17,17 +18,19 @@ from tests.replay_helpers import Recorder, same_plans
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import JobSpec, Role, simple_job
+from trainmaster.core.job import JobKind, JobSpec, Role, simple_job
 from trainmaster.core.resources import Resources
+from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
 from trainmaster.policies import cycle as cycle_module
-from trainmaster.policies import las
+from trainmaster.policies import las, preemption
 from trainmaster.policies import trainmaster as preset_module
 from trainmaster.policies.backfill import Reservation
 from trainmaster.policies.las import RemainingOrder, SameClassLowerRank
 from trainmaster.policies.optimus import Optimus
+from trainmaster.policies.preemption import QueueRules
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing, OnlyWithServices
@@ -193,6 +196,96 @@ def test_kept_order_keys_plan_as_working_them_out(monkeypatch: pytest.MonkeyPatc
     same_plans(fast, slow)
     assert fast_orders == slow_orders
     assert 0 < fast_asks < slow_asks * 0.7  # kept keys served; jobs that changed or reported asked again
+
+
+@pytest.mark.parametrize("workload", [mixed, two_priorities])
+def test_kept_keys_read_in_c_order_as_the_loop(workload: Callable[[], Workload],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RemainingOrder.read_in_c`: the kept keys read and checked in C-level passes; the same orders, plans and
+    keys worked out again (`predicted_remaining` asks) as the Python loop over every job."""
+    asked, read = [0], [0]
+    predicted, order, key_of = las.predicted_remaining, RemainingOrder.__call__, las._KEY
+    orders: list[list[str]] = []
+
+    def counted(snap: Snapshot, job: JobView) -> float | None:
+        asked[0] += 1
+        return predicted(snap, job)
+
+    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
+        out = order(self, snap)
+        orders.append([j.id for j in out])
+        return out
+
+    def key_read(entry: tuple[object, object, tuple[int, int, float]]) -> tuple[int, int, float]:
+        read[0] += 1
+        return key_of(entry)  # type: ignore[no-any-return]
+
+    runs = {}
+    for in_c in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(las, "predicted_remaining", counted)
+            patch.setattr(las, "_KEY", key_read)  # (read by the C-level passes alone)
+            patch.setattr(RemainingOrder, "__call__", recorded)
+            patch.setattr(RemainingOrder, "read_in_c", in_c)
+            asked[0] = read[0] = 0
+            orders.clear()
+            runs[in_c] = replay(patch, workload())[0], asked[0], read[0], list(orders)
+    (fast, fast_asks, fast_read, fast_orders), (slow, slow_asks, slow_read, slow_orders) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert fast_orders == slow_orders
+    assert fast_asks == slow_asks > 0  # the same keys worked out again
+    assert fast_read >= sum(map(len, fast_orders)) > 0 == slow_read  # every job's key read in C (fast path only)
+
+
+def test_quick_idle_plans_as_indexing_the_holders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`QueueRules.quick_idle`: the queue rules found idle from the kinds and priorities alone (no holder
+    index built); with two priorities idle at some decisions (verdict True) and not at others (the index
+    then built and asked: the queue rules evict), the same plans as the index at every decision."""
+    verdicts: list[bool] = []
+    built = [0]
+    quick, index = QueueRules._nobody_lower, preemption._Holders.__init__
+
+    def counted(self: QueueRules, classes: dict[object, JobView]) -> bool:
+        verdicts.append(quick(self, classes))  # type: ignore[arg-type]
+        return verdicts[-1]
+
+    def counted_index(self: preemption._Holders, snap: Snapshot, ws: Workspace, indexed: bool = True) -> None:
+        built[0] += 1
+        index(self, snap, ws, indexed)
+
+    runs = {}
+    for on in (True, False):
+        with monkeypatch.context() as patch:
+            patch.setattr(QueueRules, "_nobody_lower", counted)
+            patch.setattr(preemption._Holders, "__init__", counted_index)
+            patch.setattr(QueueRules, "quick_idle", on)
+            verdicts.clear()
+            built[0] = 0
+            runs[on] = replay(patch, two_priorities())[0], list(verdicts), built[0]
+    (fast, fast_verdicts, fast_built), (slow, slow_verdicts, slow_built) = runs[True], runs[False]
+    same_plans(fast, slow)
+    assert not slow_verdicts and slow_built >= len(slow)  # (the reference indexes at every decision)
+    assert sum(fast_verdicts) > 0 and not all(fast_verdicts)  # found idle at some decisions, not at all
+    assert 0 < fast_built < slow_built  # the index built only where the quick test could not say
+    assert any("preempted" in r and "priority" in r for p in fast for r in p.reasons.values())  # rules evicted
+
+
+def test_quick_idle_never_for_a_service_or_a_higher_priority() -> None:
+    """`QueueRules._nobody_lower`: no for a service claimant (it may evict any job) or for a claimant above
+    the lowest priority held; yes where every claimant is a training job at or below every holder's."""
+    def view(name: str, priority: int, kind: JobKind = JobKind.TRAINING) -> JobView:
+        return JobView(id=name, spec=replace(simple_job(name, 1), priority=priority, kind=kind),
+                       state=JobState.PENDING, submit_time=0.0)
+
+    held = {"h1": view("h1", 1), "h2": view("h2", 2)}
+    rule = SimpleNamespace(ws=SimpleNamespace(snap=SimpleNamespace(jobs=held), allocations=dict.fromkeys(held)))
+
+    def idle(*claimants: JobView) -> bool:
+        return QueueRules._nobody_lower(rule, {(c.spec.kind, c.spec.priority): c for c in claimants})  # type: ignore[arg-type]
+
+    assert idle(view("a", 1), view("b", 0)) and idle()
+    assert not idle(view("a", 2)) and not idle(view("a", 0), view("b", 2))
+    assert not idle(view("s", 0, JobKind.SERVICE))
 
 
 def test_kept_sizes_plan_as_current_or_min(monkeypatch: pytest.MonkeyPatch) -> None:

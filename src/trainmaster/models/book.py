@@ -95,8 +95,15 @@ class JobModel:
             return None
         return self.speed.steps_per_s(self.config(workers, ps, nodes))
 
+    # (a class switch, not a field) `remaining_time` asks the steps left before the speed: unknown steps
+    # answer None at once, without fitting a `LazyJobModel`'s speed nobody else reads (Philly's targets are
+    # unknown: every running job's, at every reservation). False: the speed first (the reference).
+    remaining_first = True
+
     def remaining_time(self, workers: int, ps: int = 0, nodes: int = 1) -> float | None:
         """Predicted seconds to the target on this configuration (inf when it makes no progress)."""
+        if self.remaining_first and self.remaining is None:
+            return None
         f = self.steps_per_s(workers, ps, nodes)
         if f is None or self.remaining is None:
             return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
-from trainmaster.models.speed import Config, Form, Row, SpeedFit, features, fit, goodput_features
+from trainmaster.models.speed import Config, Form, Row, SpeedFit, deferred_fit, features, fit, goodput_features
 
 MAX_JOBS_PER_TYPE = 50
 Shape = tuple[int, int, int]  # workers, parameter servers, nodes: what `fitted` counts distinct configurations by
@@ -36,6 +36,10 @@ class TypePriors:
     """
 
     count_shapes = True  # False: count the distinct configurations from the rows at each refit (the reference)
+    # `speed.deferred_fit`: a refit solved when its coefficients are first read, not when it is asked for (each
+    # report's model captures its type's fit; on Philly's trainmaster run nobody reads a running job's speed).
+    # False: solved at once (the reference).
+    defer_fits = True
     keep_features = True  # False: `fit` computes every row's features at each refit (the reference)
 
     def __init__(self, max_jobs: int = MAX_JOBS_PER_TYPE) -> None:
@@ -123,8 +127,9 @@ class TypePriors:
                 self._fits[key] = fit(form, rows, cross_slope=False, table=counted)
             elif self.keep_features:  # (the rows and their features in the same order: job by job, row by row)
                 table = self._table[job_type, form]
-                self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope,
-                                      table=[f for jid in self._rows[job_type, form] for f in table[jid]])
+                solve = deferred_fit if self.defer_fits else fit
+                self._fits[key] = solve(form, self.rows(job_type, form), cross_slope=cross_slope,
+                                        table=[f for jid in self._rows[job_type, form] for f in table[jid]])
             else:
                 self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope)
         return self._fits[key]

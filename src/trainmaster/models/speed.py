@@ -115,11 +115,26 @@ class SpeedPredictor(Protocol):
 
 @dataclass(frozen=True)
 class SpeedFit(SpeedPredictor):
-    """Fitted coefficients of one form; `configs` is how many distinct configurations it saw."""
+    """Fitted coefficients of one form; `configs` is how many distinct configurations it saw.
+
+    One made by `deferred_fit` solves for `theta` on its first read, from the rows captured when it was made.
+    """
 
     form: Form
     theta: tuple[float, ...]
     configs: int = 0
+
+    def __getattr__(self, name: str) -> tuple[float, ...]:
+        """(Called only for an attribute not set: a deferred fit's `theta`, solved once and kept.)"""
+        inputs = self.__dict__.get("_inputs") if name == "theta" else None
+        if inputs is None:
+            raise AttributeError(name)
+        form, rows, cross_slope, table = inputs
+        made = fit(form, rows, cross_slope=cross_slope, table=table)
+        assert made is not None  # (rows: never empty here)
+        object.__setattr__(self, "theta", made.theta)
+        del self.__dict__["_inputs"]
+        return made.theta
 
     def steps_per_s(self, c: Config) -> float:
         y = 0.0
@@ -253,8 +268,23 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     theta = theta / norms
     if flat:
         theta[5] = 0.0
-    configs = len({r.config for r in rows})
-    return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=configs)
+    return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=_configs(rows))
+
+
+def _configs(rows: Sequence[Row]) -> int:
+    return len({r.config for r in rows})
+
+
+def deferred_fit(form: Form, rows: Sequence[Row], *, cross_slope: bool = True,
+                 table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
+    """`fit` without weights, solved when its `theta` is first read (a type's prior is refit after every update
+    of its rows and captured by each report's model, most of them replaced unread). `rows` and `table`
+    must not change afterwards (the caller's own lists); the same `theta`, bit for bit, as `fit` now."""
+    if not rows:
+        return None
+    out = object.__new__(SpeedFit)
+    out.__dict__.update(form=form, configs=_configs(rows), _inputs=(form, rows, cross_slope, table))
+    return out
 
 
 def mape(model: SpeedPredictor, truth: Iterable[tuple[Config, float]]) -> float:

@@ -73,22 +73,32 @@ def predicted_remaining(job: JobView, snap: Snapshot, alloc: Allocation | None =
     return max(0.0, (estimate * max(base, 1) - done) / max(size, 1))
 
 
-def predicted_finishes(snap: Snapshot, ws: Workspace, kept: Kept | None = None) -> dict[str, float | None]:
+def predicted_finishes(snap: Snapshot, ws: Workspace, kept: Kept | None = None,
+                       unknown_in_line: bool = True) -> dict[str, float | None]:
     """Predicted end of every job holding resources in the workspace (`kept`: see `predicted_remaining`).
 
     With `kept`, a holder whose kept answer serves (its model and allocation the objects it was asked about,
-    the answer known) is read in line: no call per holder, most of them between two decisions."""
+    the answer known) is read in line: no call per holder, most of them between two decisions.
+    `unknown_in_line`: so is a kept unknown answer of a job without an estimate (`predicted_remaining` would
+    fall back on the estimate, and answers None without one): every holder's, on Philly, whose models
+    never know the steps left. False: such holders call `predicted_remaining` (the reference)."""
     jobs, now = snap.jobs, snap.now
     if kept is None:
         return {jid: (None if (rem := predicted_remaining(jobs[jid], snap, alloc)) is None else now + rem)
                 for jid, alloc in ws.allocations.items() if alloc and jid in jobs}
-    model_of, seen = snap.models.get, kept.get
+    model_of, seen, job_of = snap.models.get, kept.get, jobs.get
     out: dict[str, float | None] = {}
     for jid, alloc in ws.allocations.items():
         got = seen(jid)
-        if got is not None and got[1] is alloc and got[2] is not None and got[0] is model_of(jid) and jid in jobs:
-            out[jid] = now + got[2]  # (what `predicted_remaining` answers: alloc was non-empty when kept)
-        elif alloc and jid in jobs:
+        if got is not None and got[1] is alloc and got[0] is model_of(jid) and (job := job_of(jid)) is not None:
+            left = got[2]  # (alloc was non-empty when kept)
+            if left is not None:
+                out[jid] = now + left  # (what `predicted_remaining` answers)
+                continue
+            if unknown_in_line and job.spec.estimate is None:
+                out[jid] = None
+                continue
+        if alloc and jid in jobs:
             out[jid] = None if (rem := predicted_remaining(jobs[jid], snap, alloc, kept)) is None else now + rem
     return out
 
@@ -122,6 +132,7 @@ class Reservation:
     """
 
     keep_predictions = True  # False: ask every running job's model at every decision (the reference)
+    unknown_in_line = True  # `predicted_finishes`' switch (False: its reference)
 
     def __init__(self, reserve_after: float = 0.0) -> None:
         self.reserve_after = max(reserve_after, 0.0)
@@ -131,7 +142,7 @@ class Reservation:
         kept = self.kept if self.keep_predictions else None
         if kept is not None:
             forget_ended(kept, snap.jobs)
-        return _reserve(snap, blocked, ws, self.reserve_after, kept)
+        return _reserve(snap, blocked, ws, self.reserve_after, kept, self.unknown_in_line)
 
 
 def backfill(reserve_after: float = 0.0) -> AfterHook:
@@ -154,13 +165,13 @@ def _greedy_after(snap: Snapshot, blocked: list[JobView], ws: Workspace, head: J
 
 
 def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_after: float,
-             kept: Kept | None) -> list[JobView]:
+             kept: Kept | None, unknown_in_line: bool = True) -> list[JobView]:
     head = next((j for j in blocked if j.id not in ws.allocations and ws.waits_for_room(j.id)), None)
     if head is None:
         return blocked
     if snap.now - head.submit_time < reserve_after:
         return _greedy_after(snap, blocked, ws, head, head.submit_time + reserve_after)
-    finishes = predicted_finishes(snap, ws, kept)
+    finishes = predicted_finishes(snap, ws, kept, unknown_in_line)
     found = earliest_start(snap, ws, head, minimum(head.spec), finishes)
     if found is None:
         ws.meanwhile(head.id, "no predicted start (running jobs have no estimates): nothing backfills")

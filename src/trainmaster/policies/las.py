@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Sequence
-from itertools import accumulate, islice, repeat, starmap
-from operator import attrgetter, itemgetter
+from itertools import accumulate, compress, count, islice, repeat, starmap
+from operator import and_, attrgetter, is_, itemgetter, not_
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, JobSpec, Role
@@ -35,6 +35,8 @@ from trainmaster.policies.workspace import Workspace
 _ID = attrgetter("id")
 _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 _SERVICES, _PRIORITY, _LEFT = itemgetter(0), itemgetter(1), itemgetter(2)  # of an order key
+_VIEW, _MODEL, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)  # of a `RemainingOrder.keys` entry
+_UNSEEN = (None, None, (1, 0, -1.0))  # a missing entry: its view (None) is no job's, so it never serves
 
 
 def _class_key(job: JobView) -> tuple[int, int]:
@@ -79,12 +81,17 @@ class RemainingOrder(LasOrder):
     decisions while both are the same objects (`keys`, declared state): between two decisions most live
     jobs neither changed nor reported. False: every key worked out at every decision (the reference).
 
+    `read_in_c`: the kept keys are read, and which of them still serve found, in C-level passes over the jobs
+    (their ids, models and kept entries), with a Python step only for the jobs whose key is worked out again
+    (a new view or model: a few per decision). False: a Python loop over every job (the reference).
+
     `one_class`: when every job is of one class (one priority, no service or only services: every Philly decision)
     the jobs are sorted by their remaining time alone, a float (the sort's C fast path), which orders any two
     jobs as their (class, remaining) tuples do: the same order. False: the tuples compared (the reference).
     """
 
     keep_keys = True
+    read_in_c = True
     one_class = True
 
     def __init__(self, threshold: float = THRESHOLD, starvation: float | None = STARVATION) -> None:
@@ -102,14 +109,27 @@ class RemainingOrder(LasOrder):
         forget_ended(kept, snap.jobs)
         jobs = self.ranks(snap)
         kept_get, model_of = kept.get, snap.models.get
-        keys: list[tuple[int, int, float]] = []
-        add = keys.append
-        for job in jobs:  # (a loop, not a key function: a Python call per job spared)
-            jid = job.id
-            got, model = kept_get(jid), model_of(jid)
-            if got is None or got[0] is not job or got[1] is not model:
-                got = kept[jid] = (job, model, key(job))
-            add(got[2])
+        keys: list[tuple[int, int, float]]
+        if self.read_in_c:
+            ids = list(map(_ID, jobs))
+            models = list(map(model_of, ids))
+            got = list(map(kept_get, ids, repeat(_UNSEEN)))
+            keys = list(map(_KEY, got))
+            serves = list(map(and_, map(is_, map(_VIEW, got), jobs), map(is_, map(_MODEL, got), models)))
+            if not all(serves):
+                for k in compress(count(), map(not_, serves)):  # (in the jobs' order, as the loop below)
+                    job = jobs[k]
+                    kept[ids[k]] = (job, models[k], key(job))
+                    keys[k] = kept[ids[k]][2]
+        else:
+            keys = []
+            add = keys.append
+            for job in jobs:  # (a loop, not a key function: a Python call per job spared)
+                jid = job.id
+                seen, model = kept_get(jid), model_of(jid)
+                if seen is None or seen[0] is not job or seen[1] is not model:
+                    seen = kept[jid] = (job, model, key(job))
+                add(seen[2])
         if self.one_class and keys and _one_class(keys):
             left = list(map(_LEFT, keys))
             order = sorted(range(len(jobs)), key=left.__getitem__)
