@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from trainmaster.core.allocation import Allocation
@@ -231,23 +232,20 @@ class LazyJobModel(JobModel):
             object.__setattr__(self, "_got", got)
         return got
 
-    @property  # type: ignore[override]
-    def speed(self) -> SpeedPredictor | None:
+    # (`cached_property`: computed on the first read, then a plain instance attribute: a policy reads a running
+    # job's model several times a decision, and a property would run at each read)
+    @cached_property
+    def speed(self) -> SpeedPredictor | None:  # type: ignore[override]
         return self._speed_basis()[0]
 
-    @property  # type: ignore[override]
-    def basis(self) -> str:
+    @cached_property
+    def basis(self) -> str:  # type: ignore[override]
         return self._speed_basis()[1]
 
-    @property  # type: ignore[override]
-    def remaining(self) -> float | None:
-        left: float | None
-        if "_left" not in self.__dict__:
-            _, _, target, epoch = self.__dict__["_inputs"]
-            left = remaining_steps(target, Progress(step=self.step, epoch=epoch, curve=self.curve))
-            object.__setattr__(self, "_left", left)
-        left = self.__dict__["_left"]
-        return left
+    @cached_property
+    def remaining(self) -> float | None:  # type: ignore[override]
+        _, _, target, epoch = self.__dict__["_inputs"]
+        return remaining_steps(target, Progress(step=self.step, epoch=epoch, curve=self.curve))
 
 
 class ModelBook:
