@@ -17,7 +17,6 @@ from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.model_groups import ModelGroups, ModelsView, same_but_id
 from trainmaster.controller.records import JobRecord
-from trainmaster.controller.views import Versioned
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
@@ -90,12 +89,12 @@ def test_jobs_join_a_group_only_with_its_model() -> None:
         model = replace(book.model(name, spec), type_speed=MappingProxyType({"v100": fast, "k80": 1.0}))
         groups.join(JobRecord(name, spec, 0.0), model)
     assert groups.group_of["a"] == groups.group_of["b"] != groups.group_of["c"] == groups.group_of["d"]
-    view = groups.view(Versioned())
+    view = groups.view({})
     assert [view[j].job_id for j in "abcde"] == list("abcde") and view["b"].type_speed["v100"] == 1.0
     assert view["d"].type_speed["v100"] == 2.0 and view.get("f") is None and len(view) == 5
     kept = groups.merge(groups.group_of["a"], groups.group_of["c"])  # (the larger, a's, stays with c's model)
     assert set(groups.group_of.values()) == {kept} == set(groups.templates) and groups.groups_of_type("t") == 1
-    after = groups.view(Versioned())
+    after = groups.view({})
     assert [after[j].type_speed["v100"] for j in "abcde"] == [2.0] * 5 and view["a"].type_speed["v100"] == 1.0
     for name in "abcde":
         groups.leave(name)

@@ -13,6 +13,7 @@ reader asks), not in `controller.models`: a refit costs O(groups), not O(waiting
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from trainmaster.controller.model_groups import ModelGroups
@@ -78,7 +79,7 @@ class Learning:
     def view(self) -> Mapping[str, JobModel]:
         """The models a snapshot carries: `controller.models` and the grouped jobs', frozen now."""
         if not self.groups:
-            return self.controller.models.version()
+            return MappingProxyType(dict(self.controller.models))
         return self.groups.view(self.controller.models)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
@@ -105,7 +106,7 @@ class Learning:
         waiting = self._waiting.get(job_type, _NONE)
         waiting.pop(record.id, None)  # it has points of its own now
         self._loose.get(job_type, _NONE).pop(record.id, None)
-        if record.id in self.groups.group_of.now:
+        if record.id in self.groups.group_of:
             self.groups.leave(record.id)
         if waiting and book.priors.updates != before:  # its type learned: refresh the siblings
             if self.defer and len(book.pooled_types(job_type)) < 2:

@@ -17,7 +17,7 @@ from trainmaster.controller.learning import attach_learning
 from trainmaster.controller.metrics import JobOutcome, Summary, UsageListener, UsageTimeline, summarize
 from trainmaster.controller.notes import NoteStreams, Said
 from trainmaster.controller.records import JobRecord, ServiceClock
-from trainmaster.controller.views import Book, Versioned
+from trainmaster.controller.views import Book
 from trainmaster.core.actions import Action, ActionKind, StopCause
 from trainmaster.core.allocation import EMPTY, Allocation
 from trainmaster.core.cluster import Cluster
@@ -104,7 +104,7 @@ class Controller:
         self.usage = UsageTimeline(capacity=self.cluster.total.gpu)
         self.usage_listeners: list[UsageListener] = [self.usage]  # told of every allocation and capacity change
         self.used_gpus = 0
-        self.models: Versioned[str, JobModel] = Versioned()  # (a snapshot takes a version: O(1), not a copy)
+        self.models: dict[str, JobModel] = {}
         self.queues: dict[str, QueueSpec] = dict(queues or {})  # empty: one implicit queue
         self.listeners: list[Listener] = []
         self.report_sinks: list[ReportSink] = []
@@ -370,7 +370,7 @@ class Controller:
             free_total=self.free_total,
             held=MappingProxyType(dict(self._held)),
             pending_ids=self._pending_ids(changed),
-            models=self.models.version() if self.models_view is None else self.models_view(),
+            models=MappingProxyType(dict(self.models)) if self.models_view is None else self.models_view(),
             queues=MappingProxyType(dict(self.queues)),
         )
 

@@ -15,7 +15,6 @@ from dataclasses import fields
 from operator import attrgetter, is_
 
 from trainmaster.controller.records import JobRecord
-from trainmaster.controller.views import Version, Versioned
 from trainmaster.models.book import JobModel, set_fields
 
 _JoinKey = tuple[str, object, float, float | None]  # job type, form, batch, steps left
@@ -36,9 +35,8 @@ class ModelGroups:
     """Groups of waiting jobs that share one model but for its id; their copies built on read, kept per job."""
 
     def __init__(self) -> None:
-        # (versioned: a snapshot's view takes a version of each, O(1), not a copy of every waiting job's entry)
-        self.group_of: Versioned[str, int] = Versioned()  # job -> its group
-        self.templates: Versioned[int, JobModel] = Versioned()  # group -> the model its jobs read (with their ids)
+        self.group_of: dict[str, int] = {}  # job -> its group
+        self.templates: dict[int, JobModel] = {}  # group -> the model its jobs read (with their own ids)
         self.members: dict[int, dict[str, JobRecord]] = {}  # group -> its jobs
         self.by_type: dict[str, dict[int, None]] = {}  # job type -> its groups
         self._open: dict[_JoinKey, int] = {}  # the group a newly published job of that key may join
@@ -113,9 +111,9 @@ class ModelGroups:
         self._open[job_type, template.form, template.batch, template.remaining] = into
         return into
 
-    def view(self, own: Versioned[str, JobModel]) -> ModelsView:
-        """A frozen mapping of every job's model: `own`'s and the grouped jobs' (copied on read), as they are now."""
-        return ModelsView(own.version(), self.group_of.version(), self.templates.version(), self._copies)
+    def view(self, own: dict[str, JobModel]) -> ModelsView:
+        """A frozen mapping of every job's model: `own`'s (copied) and the grouped jobs' (copied on read)."""
+        return ModelsView(dict(own), dict(self.group_of), dict(self.templates), self._copies)
 
 
 class ModelsView(Mapping[str, JobModel]):
@@ -123,7 +121,7 @@ class ModelsView(Mapping[str, JobModel]):
 
     __slots__ = ("_copies", "_group_of", "_own", "_templates")
 
-    def __init__(self, own: Version[str, JobModel], group_of: Version[str, int], templates: Version[int, JobModel],
+    def __init__(self, own: dict[str, JobModel], group_of: dict[str, int], templates: dict[int, JobModel],
                  copies: dict[str, tuple[JobModel, JobModel]]) -> None:
         self._own, self._group_of, self._templates, self._copies = own, group_of, templates, copies
 

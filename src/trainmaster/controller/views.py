@@ -11,12 +11,11 @@ O(sqrt(size * changes)), amortized).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, ItemsView, Iterable, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from itertools import chain, count, filterfalse
 from math import isqrt
 from typing import Generic, TypeVar, overload
 
-_K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
 _D = TypeVar("_D")
 _MISSING: object = object()
@@ -201,137 +200,3 @@ class Frozen(Mapping[str, _V]):
         new = {key: i for i, key in enumerate(self._appended())}
         index = self._index.get()
         return sorted(keys, key=lambda key: (1, new[key]) if key in new else (0, index[key]))
-
-
-_ABSENT: object = object()  # (in an undo log: the key was not there)
-_UNLOGGED: object = object()
-
-
-class Versioned(MutableMapping[_K, _V]):
-    """A mutable dict whose `version` (a frozen mapping of it as it is now) costs O(1) to take.
-
-    Why not `Book`: its frozen copies cost O(changes) each and a read through them a Python call more than a
-    dict's. Here a write after a version first records the value it replaces in that version's undo log; a
-    version reads its log, then the logs of the versions taken after it, then the live dict. The newest
-    version (the one a decision reads: nothing writes between the snapshot and the plan) has an empty log and
-    reads the live dict. A version keeps the newer ones (their logs) alive, never the older: the versions no
-    snapshot holds any more go with their logs.
-    """
-
-    __slots__ = ("_newest", "now")
-
-    def __init__(self) -> None:
-        self.now: dict[_K, _V] = {}  # the entries now: read it at C speed; write through the mapping
-        self._newest: Version[_K, _V] | None = None
-
-    def version(self) -> Version[_K, _V]:
-        """A read-only mapping of the entries as they are now (the last one again when nothing was written)."""
-        newest = self._newest
-        if newest is not None and not newest._log:
-            return newest
-        made = self._newest = Version(self.now)
-        if newest is not None:
-            newest._newer = made
-        return made
-
-    def _keep(self, key: _K) -> None:
-        """Before `key` is written: its value now into the newest version's log (once per key)."""
-        newest = self._newest
-        if newest is not None and key not in newest._log:
-            newest._log[key] = self.now.get(key, _ABSENT)
-
-    def __setitem__(self, key: _K, value: _V) -> None:
-        self._keep(key)
-        self.now[key] = value
-
-    def __delitem__(self, key: _K) -> None:
-        if key not in self.now:
-            raise KeyError(key)
-        self._keep(key)
-        del self.now[key]
-
-    @overload
-    def pop(self, key: _K, /) -> _V: ...
-    @overload
-    def pop(self, key: _K, /, default: _V | _D) -> _V | _D: ...
-    def pop(self, key: _K, /, default: object = _UNLOGGED) -> object:
-        if key not in self.now:
-            if default is _UNLOGGED:
-                raise KeyError(key)
-            return default
-        self._keep(key)
-        return self.now.pop(key)
-
-    def __getitem__(self, key: _K) -> _V:
-        return self.now[key]
-
-    def get(self, key: _K, default: _D | None = None) -> _V | _D | None:  # type: ignore[override]
-        return self.now.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.now
-
-    def __iter__(self) -> Iterator[_K]:
-        return iter(self.now)
-
-    def __len__(self) -> int:
-        return len(self.now)
-
-
-class Version(Mapping[_K, _V]):
-    """A `Versioned` as it was at `Versioned.version`. Iterating an older one than the newest builds (once) its
-    dict: the live entries in their order, then the ones written or dropped since put back (in no set order)."""
-
-    __slots__ = ("_live", "_log", "_newer")
-
-    def __init__(self, live: dict[_K, _V]) -> None:
-        self._live = live
-        self._log: dict[_K, object] = {}  # key -> its value at this version (`_ABSENT`), for keys written since
-        self._newer: Version[_K, _V] | None = None
-
-    def get(self, key: _K, default: _D | None = None) -> _V | _D | None:  # type: ignore[override]
-        version = self
-        while True:
-            log = version._log
-            if log:
-                old = log.get(key, _UNLOGGED)
-                if old is not _UNLOGGED:
-                    return default if old is _ABSENT else old  # type: ignore[return-value]
-            newer = version._newer
-            if newer is None:
-                return version._live.get(key, default)
-            version = newer
-
-    def __getitem__(self, key: _K) -> _V:
-        found = self.get(key, _ABSENT)  # type: ignore[arg-type]
-        if found is _ABSENT:
-            raise KeyError(key)
-        return found  # type: ignore[return-value]
-
-    def __contains__(self, key: object) -> bool:
-        return self.get(key, _ABSENT) is not _ABSENT  # type: ignore[arg-type]
-
-    def _entries(self) -> dict[_K, _V]:
-        """This version's entries as one dict (an older version's built from the live one and the logs once,
-        then kept as its own: it reads it from then on)."""
-        if self._newer is None and not self._log:
-            return self._live
-        chain: list[Version[_K, _V]] = [self]
-        while (newer := chain[-1]._newer) is not None:
-            chain.append(newer)
-        out = dict(chain[-1]._live)
-        for step in reversed(chain):
-            for key, old in step._log.items():
-                if old is _ABSENT:
-                    out.pop(key, None)
-                else:
-                    out[key] = old  # type: ignore[assignment]
-        if self._newer is not None:  # (closed: nothing is logged here any more)
-            self._live, self._log, self._newer = out, {}, None
-        return out
-
-    def __iter__(self) -> Iterator[_K]:
-        return iter(self._entries())
-
-    def __len__(self) -> int:
-        return len(self._entries())
