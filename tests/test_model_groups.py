@@ -3,7 +3,7 @@ and every plan as when each waiting job has its own model, republished at each r
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -15,12 +15,12 @@ from tests.test_learning_refresh import Seen, _seen
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
-from trainmaster.controller.model_groups import ModelGroups, ModelsView
+from trainmaster.controller.model_groups import ModelGroups, ModelsView, same_but_id
 from trainmaster.controller.records import JobRecord
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.models.book import ModelBook
+from trainmaster.models.book import JobModel, ModelBook
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.workloads.base import LinearTruth, Workload
@@ -99,3 +99,12 @@ def test_jobs_join_a_group_only_with_its_model() -> None:
     for name in "abcde":
         groups.leave(name)
     assert not groups and not groups.templates and not groups.members and groups.groups_of_type("t") == 0
+
+
+def test_same_but_id_compares_every_field_but_the_id() -> None:
+    """A model differing from another in any one `JobModel` field (a field added later included) does not read
+    alike: a job joins a group only with its template's model in every field."""
+    base = ModelBook().model("a", simple_job("a", 2, job_type="t"))
+    assert same_but_id(base, replace(base, job_id="b"))
+    for name in (f.name for f in fields(JobModel) if f.name != "job_id"):
+        assert not same_but_id(base, replace(base, **{name: object()})), name  # (neither `is` nor `==` the old)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from trainmaster.controller.loop import Controller
 
 _ENDED = frozenset({"succeeded", "failed", "cancelled", "rejected"})
+_NONE: dict[str, JobRecord] = {}  # (a type without such jobs: read and popped from, never written)
 
 
 def one_gpu_type(cluster: Cluster, alloc: Allocation | None, spec: JobSpec) -> str | None:
@@ -85,8 +86,7 @@ class Learning:
         """Report sink: learn from one report and republish the job's model."""
         book = self.book
         spec = record.spec
-        key = (spec.job_type or "", book.learner(record.id, spec).form)
-        before = book.priors.version.get(key)
+        before = book.priors.updates  # (`book.observe` updates the priors of this job's type and form alone)
         alloc, cluster = report.allocation or record.allocation, self.controller.cluster
         held = self._gpu_type.get(record.id)  # (a job reports from one allocation many times: asked once)
         if held is not None and held[0] is alloc and held[1] is cluster and held[2] is spec and self.keep_gpu_type:
@@ -101,12 +101,14 @@ class Learning:
         publish = book.published if self.lazy else book.model
         self.controller.models[record.id] = publish(record.id, spec)
         job_type = spec.job_type
-        waiting = self._waiting.get(job_type, {}) if job_type else {}
+        if not job_type:
+            return
+        waiting = self._waiting.get(job_type, _NONE)
         waiting.pop(record.id, None)  # it has points of its own now
-        if job_type:
-            self._loose.get(job_type, {}).pop(record.id, None)
+        self._loose.get(job_type, _NONE).pop(record.id, None)
+        if record.id in self.groups.group_of:
             self.groups.leave(record.id)
-        if job_type and waiting and book.priors.version.get(key) != before:  # its type learned: refresh the siblings
+        if waiting and book.priors.updates != before:  # its type learned: refresh the siblings
             if self.defer and len(book.pooled_types(job_type)) < 2:
                 # Deferred to the next snapshot: until then only the prior changes their models (it only
                 # grows by reports like this one), so one refresh equals every eager one (O(waiting) each).

@@ -11,19 +11,24 @@ policies read the models of the few waiting jobs that fit their minimum, not tho
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import fields
+from operator import attrgetter, is_
 
 from trainmaster.controller.records import JobRecord
 from trainmaster.models.book import JobModel, set_fields
 
 _JoinKey = tuple[str, object, float, float | None]  # job type, form, batch, steps left
+# `JobModel`'s fields compared by identity (fits, curves and laws have no value equality; a form is an enum);
+# every other field but the id by value. Derived from the dataclass: a field added later is compared too.
+_BY_IDENTITY = ("form", "speed", "curve", "goodput")
+_BY_VALUE = tuple(f.name for f in fields(JobModel) if f.name not in {"job_id", *_BY_IDENTITY})
+_identities, _values = attrgetter(*_BY_IDENTITY), attrgetter(*_BY_VALUE)
 
 
 def same_but_id(a: JobModel, b: JobModel) -> bool:
     """Whether two models of jobs without reports read alike (what `Learning.refresh` compares, and the rest)."""
-    return a.speed is b.speed and a.basis == b.basis and a.form is b.form and a.batch == b.batch \
-        and a.remaining == b.remaining and a.type_speed == b.type_speed and a.step == b.step \
-        and a.configs == b.configs and a.curve is b.curve and a.goodput is b.goodput \
-        and a.max_workers == b.max_workers and type(a) is type(b) is JobModel
+    return type(a) is type(b) is JobModel and all(map(is_, _identities(a), _identities(b))) \
+        and _values(a) == _values(b)
 
 
 class ModelGroups:

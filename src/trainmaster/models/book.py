@@ -17,9 +17,10 @@ generic prior, `speed.GENERIC_TYPE_SPEED`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Generic, TypeVar
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.events import Report
@@ -48,6 +49,8 @@ from trainmaster.models.speed import (
 
 MAX_LOSS_POINTS = 400  # older points are thinned beyond this
 GOODPUT_BASES = ("own fit", "type prior")  # speed laws fitted with the batch as a feature: goodput may use them
+_O = TypeVar("_O")
+_T = TypeVar("_T")
 _NO_TYPE_SPEED: Mapping[str, float] = MappingProxyType({})  # (read-only: one shared copy)
 
 
@@ -214,6 +217,25 @@ def _below_own_min(form: Form, own: Sequence[Row], prior: SpeedPredictor | None,
     return None, "none"
 
 
+class _Kept(Generic[_O, _T]):
+    """A field computed on its first read and kept as the instance's own attribute, read as one from then on.
+
+    A non-data descriptor (no `__set__`): the instance `__dict__` entry it writes wins over it at the next read.
+    Why not a property: a policy reads a running job's model several times a decision; nor `cached_property`:
+    its lock (Python 3.11) costs more than the first read it guards."""
+
+    def __init__(self, compute: Callable[[_O], _T]) -> None:
+        self._compute = compute
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, model: _O, owner: type | None = None) -> _T:
+        value = model.__dict__[self._name] = self._compute(model)
+        return value
+
+
 class LazyJobModel(JobModel):
     """A `JobModel` whose speed, basis and remaining steps are computed on first read.
 
@@ -238,23 +260,13 @@ class LazyJobModel(JobModel):
             object.__setattr__(self, "_got", got)
         return got
 
-    @property  # type: ignore[override]
-    def speed(self) -> SpeedPredictor | None:
-        return self._speed_basis()[0]
+    def _remaining(self) -> float | None:
+        _, _, target, epoch = self.__dict__["_inputs"]
+        return remaining_steps(target, Progress(step=self.step, epoch=epoch, curve=self.curve))
 
-    @property  # type: ignore[override]
-    def basis(self) -> str:
-        return self._speed_basis()[1]
-
-    @property  # type: ignore[override]
-    def remaining(self) -> float | None:
-        left: float | None
-        if "_left" not in self.__dict__:
-            _, _, target, epoch = self.__dict__["_inputs"]
-            left = remaining_steps(target, Progress(step=self.step, epoch=epoch, curve=self.curve))
-            object.__setattr__(self, "_left", left)
-        left = self.__dict__["_left"]
-        return left
+    speed = _Kept["LazyJobModel", "SpeedPredictor | None"](lambda self: self._speed_basis()[0])  # type: ignore[assignment]
+    basis = _Kept["LazyJobModel", str](lambda self: self._speed_basis()[1])  # type: ignore[assignment]
+    remaining = _Kept["LazyJobModel", "float | None"](_remaining)  # type: ignore[assignment]
 
 
 class ModelBook:

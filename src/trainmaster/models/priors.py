@@ -12,6 +12,7 @@ from collections import Counter, OrderedDict
 from trainmaster.models.speed import Config, Form, Row, SpeedFit, deferred_fit, features, fit, goodput_features
 
 MAX_JOBS_PER_TYPE = 50
+_UNFITTED: object = object()  # (`fitted`: no fit kept for the key yet; a kept one may be None)
 Shape = tuple[int, int, int]  # workers, parameter servers, nodes: what `fitted` counts distinct configurations by
 
 
@@ -51,6 +52,7 @@ class TypePriors:
         self._caps: dict[tuple[str, Form], dict[str, int]] = {}  # job -> its local-batch cap (jobs that declare one)
         self._micro: dict[tuple[str, Form], dict[str, list[tuple[float, ...]]]] = {}  # job -> `goodput_features`
         self.version: dict[tuple[str, Form], int] = {}
+        self.updates = 0  # `update`s over every (type, form): a reader tells "none since" with one int compare
 
     def update(self, job_type: str, form: Form, job_id: str, rows: dict[Config, Row],
                local_max: int | None = None) -> None:
@@ -80,6 +82,7 @@ class TypePriors:
         self._fits.pop((*key, True), None)
         self._fits.pop((*key, False), None)
         self.version[key] = self.version.get(key, 0) + 1
+        self.updates += 1
 
     def rows(self, job_type: str, form: Form, exclude: str | None = None) -> list[Row]:
         jobs = self._rows.get((job_type, form))
@@ -108,28 +111,30 @@ class TypePriors:
         `cross_slope`: as `speed.fit`'s (False: the goodput law's optimistic cross-node sync).
         """
         key = (job_type, form, cross_slope)
-        if key not in self._fits:
-            if self.count_shapes:
-                enough = len(self._shapes.get((job_type, form), ())) >= min_configs
+        found = self._fits.get(key, _UNFITTED)  # (one lookup: a key's hash is a Python call, its `Form`'s)
+        if found is not _UNFITTED:
+            return found  # type: ignore[return-value]
+        if self.count_shapes:
+            enough = len(self._shapes.get((job_type, form), ())) >= min_configs
+        else:
+            enough = len({(r.config.workers, r.config.ps, r.config.nodes)
+                          for r in self.rows(job_type, form)}) >= min_configs
+        if not enough:
+            self._fits[key] = None
+        elif not cross_slope and form is Form.ALLREDUCE and self.capped(job_type, form):
+            rows = self.rows(job_type, form)
+            if self.keep_features:  # (kept per job, as `_table`: an uncapped job's rows are its features)
+                table, micro = self._table[job_type, form], self._micro.get((job_type, form), {})
+                counted = [f for jid in self._rows[job_type, form] for f in micro.get(jid) or table[jid]]
             else:
-                enough = len({(r.config.workers, r.config.ps, r.config.nodes)
-                              for r in self.rows(job_type, form)}) >= min_configs
-            if not enough:
-                self._fits[key] = None
-            elif not cross_slope and form is Form.ALLREDUCE and self.capped(job_type, form):
-                rows = self.rows(job_type, form)
-                if self.keep_features:  # (kept per job, as `_table`: an uncapped job's rows are its features)
-                    table, micro = self._table[job_type, form], self._micro.get((job_type, form), {})
-                    counted = [f for jid in self._rows[job_type, form] for f in micro.get(jid) or table[jid]]
-                else:
-                    counted = [goodput_features(r.config, m)
-                               for r, m in zip(rows, self.local_maxes(job_type, form), strict=True)]
-                self._fits[key] = fit(form, rows, cross_slope=False, table=counted)
-            elif self.keep_features:  # (the rows and their features in the same order: job by job, row by row)
-                table = self._table[job_type, form]
-                solve = deferred_fit if self.defer_fits else fit
-                self._fits[key] = solve(form, self.rows(job_type, form), cross_slope=cross_slope,
-                                        table=[f for jid in self._rows[job_type, form] for f in table[jid]])
-            else:
-                self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope)
+                counted = [goodput_features(r.config, m)
+                           for r, m in zip(rows, self.local_maxes(job_type, form), strict=True)]
+            self._fits[key] = fit(form, rows, cross_slope=False, table=counted)
+        elif self.keep_features:  # (the rows and their features in the same order: job by job, row by row)
+            table = self._table[job_type, form]
+            solve = deferred_fit if self.defer_fits else fit
+            self._fits[key] = solve(form, self.rows(job_type, form), cross_slope=cross_slope,
+                                    table=[f for jid in self._rows[job_type, form] for f in table[jid]])
+        else:
+            self._fits[key] = fit(form, self.rows(job_type, form), cross_slope=cross_slope)
         return self._fits[key]
