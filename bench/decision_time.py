@@ -10,9 +10,25 @@ Two snapshots, both on 1,000 nodes x 8 GPUs:
 
 For each registered preset: the first decision on a fresh policy (it also
 admits the 1,000 new jobs, i.e. checks each can ever fit) and the steady
-state (the same policy deciding again), median of `--repeat` runs, in ms.
+state (the same policy deciding again), median (and min) of `--repeat` runs, in ms.
 
-    .venv/bin/python -m bench.decision_time [--repeat 5] [--policy fifo,drf] [--clock cpu] [--pending 10000]
+Why the collector is handled (`--gc`): the snapshots hold ~10^5 tracked objects (views, specs,
+allocations) built before any timing. A decision that happens to trigger a full collection pays a
+pass over all of them (tens of ms at 10,000 pending), and whether it does depends on how many
+objects earlier code left behind -- readings moved across processes with the same call counts
+(sim-perf.md, Sessions 9 and 14). `collect` (the default) runs `gc.collect()` before each timed
+decision, so each starts from the same collector state and pays only for what it allocates itself;
+`freeze` also moves everything built before the timings (the snapshots) to the permanent generation
+(`gc.freeze()`), as a long-lived controller's state would be after its own full passes; `as-is` is
+the old protocol. Several repeats: medians and minimums both (the minimum is the least disturbed by
+the other work on a shared machine).
+
+    .venv/bin/python -m bench.decision_time [--repeat 5] [--policy fifo,drf] [--clock cpu] [--pending 10000] \
+        [--gc collect|freeze|as-is] [--only busy] [--switch trainmaster.policies.las.LasPreempt.kept_keys]
+
+`--switch MODULE.CLASS.ATTR`: an old/new comparison in one process (across processes the collector and the
+shared machine move readings more than most changes): each preset's steady decision with a fast path's class
+switch on and off, alternating, the plans checked equal.
 
 `--clock cpu` times with `time.process_time` (less hurt by a shared machine than wall time).
 To compare with older code, run this file against the other tree's source:
@@ -22,6 +38,8 @@ To compare with older code, run this file against the other tree's source:
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import random
 import statistics
 import time
@@ -34,7 +52,7 @@ from trainmaster.core.job import Role, simple_job
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.policies.registry import available, make_policy
-from trainmaster.policies.snapshot import JobView, Snapshot
+from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.tiresias import THRESHOLD
 from trainmaster.workloads.synthetic import GPU_MIX
 
@@ -81,22 +99,57 @@ def snapshot(busy: bool, seed: int = 0, pending: int = PENDING) -> Snapshot:
                     pending_ids=tuple(j.id for j in jobs if j.pending))
 
 
-def time_policy(name: str, snap: Snapshot, repeat: int,
-                clock: Callable[[], float] = time.perf_counter) -> tuple[float, float, int]:
-    """(first decision ms, steady-state ms, jobs the plan runs), medians over `repeat` fresh policies."""
+def _timed(decide: Callable[[Snapshot], Plan], snap: Snapshot, clock: Callable[[], float],
+           collect: bool) -> tuple[float, Plan]:
+    """ms of one decision and its plan; `collect`: after a `gc.collect()` (module doc)."""
+    if collect:
+        gc.collect()
+    t0 = clock()
+    plan = decide(snap)
+    return 1000 * (clock() - t0), plan
+
+
+def time_policy(name: str, snap: Snapshot, repeat: int, clock: Callable[[], float] = time.perf_counter,
+                collect: bool = True) -> tuple[list[float], list[float], int]:
+    """(first decision ms per run, steady-state ms per run, jobs the plan runs) over `repeat` fresh policies."""
     first, steady = [], []
     placed = 0
     for _ in range(repeat):
         policy = make_policy(name)
-        t0 = clock()
-        plan = policy.decide(snap)
-        t1 = clock()
-        policy.decide(snap)
-        t2 = clock()
-        first.append(1000 * (t1 - t0))
-        steady.append(1000 * (t2 - t1))
+        ms, plan = _timed(policy.decide, snap, clock, collect)
+        first.append(ms)
+        steady.append(_timed(policy.decide, snap, clock, collect)[0])
         placed = len(plan.allocations)
-    return statistics.median(first), statistics.median(steady), placed
+    return first, steady, placed
+
+
+def compare_switch(name: str, snap: Snapshot, switch: str, repeat: int, clock: Callable[[], float],
+                   collect: bool) -> dict[bool, list[float]]:
+    """Steady-decision ms with the class switch `switch` (module.Class.attr) on and off, alternating which
+    goes first; the plans of both must be equal (a fast path plans as its reference)."""
+    module, owner, attr = switch.rsplit(".", 2)
+    cls = getattr(importlib.import_module(module), owner)
+    was = getattr(cls, attr)
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    plans: dict[bool, Plan] = {}
+    try:
+        for k in range(repeat):
+            for on in (True, False) if k % 2 == 0 else (False, True):
+                setattr(cls, attr, on)
+                policy = make_policy(name)
+                policy.decide(snap)
+                ms, plans[on] = _timed(policy.decide, snap, clock, collect)
+                runs[on].append(ms)
+            if plans[True] != plans[False]:
+                raise AssertionError(f"{name}: {switch} on and off planned differently")
+    finally:
+        setattr(cls, attr, was)
+    return runs
+
+
+def _cell(runs: list[float]) -> str:
+    """median (min) of `runs`."""
+    return f"{statistics.median(runs):,.0f} ({min(runs):,.0f})"
 
 
 def main() -> None:
@@ -105,19 +158,37 @@ def main() -> None:
     parser.add_argument("--policy", default=",".join(available()))
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--pending", type=int, default=PENDING, help="pending jobs in each snapshot (issue 15: 10000)")
+    parser.add_argument("--gc", choices=("collect", "freeze", "as-is"), default="collect",
+                        help="collector handling (module doc)")
+    parser.add_argument("--only", choices=("idle", "busy"), default=None, help="one snapshot only")
+    parser.add_argument("--switch", default=None, help="module.Class.attr: steady on vs off in this process")
     args = parser.parse_args()
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     names = [p.strip() for p in args.policy.split(",")]
-    snaps = {"idle": snapshot(busy=False, pending=args.pending), "busy": snapshot(busy=True, pending=args.pending)}
+    kinds = [args.only] if args.only else ["idle", "busy"]
+    snaps = {kind: snapshot(busy=kind == "busy", pending=args.pending) for kind in kinds}
+    if args.gc == "freeze":
+        gc.collect()
+        gc.freeze()
+    collect = args.gc != "as-is"
+    if args.switch:
+        print(f"steady decision ms ({args.clock} time; gc {args.gc}), {args.switch} on / off, median (min) of "
+              f"{args.repeat}, alternating; plans equal")
+        for name in names:
+            for kind, snap in snaps.items():
+                runs = compare_switch(name, snap, args.switch, args.repeat, clock, collect)
+                ratio = statistics.median(runs[True]) / statistics.median(runs[False])
+                print(f"| {name} | {kind} | {_cell(runs[True])} | {_cell(runs[False])} | {ratio:.2f} |", flush=True)
+        return
     print(f"one decision, {args.pending} pending jobs on {NODES} nodes x {GPUS_PER_NODE} GPUs; "
-          f"median of {args.repeat}; ms ({args.clock} time)")
-    print("| policy | idle: first | idle: steady | idle: x fifo | busy: first | busy: steady | busy: x fifo "
-          "| jobs run idle / busy |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows: dict[str, list[tuple[float, float, int]] | str] = {}
+          f"median (min) of {args.repeat}; ms ({args.clock} time; gc {args.gc})")
+    head = " | ".join(f"{kind}: first | {kind}: steady | {kind}: x fifo" for kind in kinds)
+    print(f"| policy | {head} | jobs run {' / '.join(kinds)} |")
+    print("| --- |" + " ---: | ---: | ---: |" * len(kinds) + " ---: |")
+    rows: dict[str, list[tuple[list[float], list[float], int]] | str] = {}
     for name in names:
         try:
-            rows[name] = [time_policy(name, snap, args.repeat, clock) for snap in snaps.values()]
+            rows[name] = [time_policy(name, snap, args.repeat, clock, collect) for snap in snaps.values()]
         except Exception as exc:  # a preset that needs more than a bare snapshot (fitted models, queues)
             rows[name] = f"error: {type(exc).__name__}: {exc}"
     base = rows.get("fifo")
@@ -127,9 +198,11 @@ def main() -> None:
             continue
         cells = []
         for k, (first, steady, _) in enumerate(row):
-            ratio = f"{steady / base[k][1]:.1f}" if isinstance(base, list) and base[k][1] > 0 else "-"
-            cells += [f"{first:,.0f}", f"{steady:,.0f}", ratio]
-        print(f"| {name} | " + " | ".join(cells) + f" | {row[0][2]:,} / {row[1][2]:,} |", flush=True)
+            base_steady = statistics.median(base[k][1]) if isinstance(base, list) else 0.0
+            ratio = f"{statistics.median(steady) / base_steady:.1f}" if base_steady > 0 else "-"
+            cells += [_cell(first), _cell(steady), ratio]
+        print(f"| {name} | " + " | ".join(cells) + f" | {' / '.join(f'{r[2]:,}' for r in row)} |", flush=True)
+
 
 if __name__ == "__main__":
     main()

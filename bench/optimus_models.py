@@ -25,6 +25,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.records import JobRecord
 from trainmaster.core.allocation import Allocation, Placement
@@ -111,6 +112,8 @@ def part_b(workload: Workload, cluster: str) -> tuple[dict[int, list[float]], di
         if isinstance(job.truth, PSTruth):
             step_err[decile].append(100 * abs(model.remaining - left) / left)
 
+    learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
+    learning.once_per_snapshot = False  # (the sink reads each report's model: built at the report)
     controller.report_sinks.append(sink)  # after the learning sink: sees the freshly fitted model
     controller.run()
     return time_err, step_err, controller.summary().mean_jct

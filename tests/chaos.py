@@ -198,7 +198,8 @@ def _steps_violations(jid: str, text: str, state: str) -> list[str]:
     """Steps run twice past a checkpoint, runs that overlap, or training finished more than once.
 
     A run that resumes at the final checkpoint and only says `done` trained nothing: it is the restart
-    after a task died once the work was saved (e.g. a peer killed after rank 0 finished), not a rerun.
+    after a task died once the work was saved (a peer killed after rank 0 finished, or rank 0 killed between
+    its last checkpoint and `done`), not a rerun; it finishes the training the earlier run did.
     """
     runs: list[dict[str, Any]] = []  # per run (a `start` line): pid, first step, checkpoint before it, times
     checkpoint = 0
@@ -225,7 +226,9 @@ def _steps_violations(jid: str, text: str, state: str) -> list[str]:
         if later["t0"] < earlier["t1"]:
             out.append(f"{jid}: runs {earlier['pid']} and {later['pid']} overlap in time")
     trained = sum(1 for run in runs if run["done"] and run["steps"])
-    if state == "succeeded" and trained != 1:
+    # (killed after its final checkpoint, before `done`: the restart resumes there and only says `done`)
+    resumed = any(run["done"] and not run["steps"] and run["from"] == checkpoint for run in runs)
+    if state == "succeeded" and (trained > 1 or not (trained or resumed)):
         out.append(f"{jid}: finished training {trained} times")
     return out
 

@@ -1,16 +1,25 @@
-"""Pieces the identity tests share: a policy that keeps every plan, and the eager note loop.
+"""Pieces the identity tests share: a policy that keeps every plan, the switch-on/off replay, the eager note loop.
 
-Fast paths are proved by replaying with and without them; these are the two halves those replays
-compare against (one copy each).
+Fast paths are proved by replaying with and without them: `on_and_off` replays with a switch on and off,
+counts what the fast path (and the reference) called, and compares the plans (one copy of that harness).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
 
 from trainmaster.controller.loop import Controller
+from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.queue import QueueSpec
+from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.cycle import Cycle
+from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.workloads.base import Workload
 
 
 def same_plans(fast: Sequence[Plan], slow: Sequence[Plan], least: int = 50) -> None:
@@ -22,6 +31,84 @@ def same_plans(fast: Sequence[Plan], slow: Sequence[Plan], least: int = 50) -> N
         assert list(a.allocations) == list(b.allocations)
         assert list(a.waits) == list(b.waits)
         assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
+
+
+Switch = tuple[Any, str] | tuple[Any, str, Any, Any]  # (owner, attribute[, fast value, reference value])
+
+
+@dataclass
+class Replayed:
+    """One replay: its plans, and per spy what each call gave (its result, or what the spy's `keep` made)."""
+
+    plans: list[Plan]
+    calls: dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class Before:
+    """A spy's `keep` run on the arguments before the call: it sees what the callable is given, unchanged."""
+
+    keep: Callable[..., Any]
+
+
+Spy = tuple[Any, str] | tuple[Any, str, Callable[..., Any] | Before]  # (owner, attribute[, what to keep])
+
+
+def spy(patch: pytest.MonkeyPatch, owner: Any, name: str, keep: Callable[..., Any] | Before | None = None
+        ) -> list[Any]:
+    """Wrap `owner.name` while `patch` holds: the list returned gets each call's result (`keep(result, *args)`
+    when given, or `Before.keep(*args)`), so a test counts a path without a wrapper of its own."""
+    real = getattr(owner, name)
+    seen: list[Any] = []
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        if isinstance(keep, Before):
+            seen.append(keep.keep(*args, **kwargs))
+        out = real(*args, **kwargs)
+        if not isinstance(keep, Before):
+            seen.append(out if keep is None else keep(out, *args, **kwargs))
+        return out
+
+    patch.setattr(owner, name, spied)
+    return seen
+
+
+def on_and_off(monkeypatch: pytest.MonkeyPatch, replay: Callable[[], Sequence[Plan]], *switches: Switch,
+               spies: Mapping[str, Spy] | None = None, least: int = 50) -> tuple[Replayed, Replayed]:
+    """Replay with every switch on (the fast path; or its fast value), then off (the reference), with the
+    same spies in both; the two must plan alike (`same_plans`). Returns (fast, reference)."""
+    runs = []
+    for fast in (True, False):
+        with monkeypatch.context() as patch:
+            calls = {label: spy(patch, *target) for label, target in (spies or {}).items()}
+            for owner, name, *values in switches:
+                patch.setattr(owner, name, (values or [True, False])[0 if fast else 1])
+            runs.append(Replayed(list(replay()), calls))
+    same_plans(runs[0].plans, runs[1].plans, least)
+    return runs[0], runs[1]
+
+
+def compressed(workload: Workload, factor: float = 10.0) -> Workload:
+    """`workload` (known-length jobs) with arrivals and work `factor` times shorter: the same line and contention,
+    a `factor` times shorter run, and so far fewer decisions to replay (wake-ups and reports follow the clock)."""
+    return replace(workload, jobs=tuple(
+        replace(j, submit_time=j.submit_time / factor, truth=replace(j.truth, duration=j.truth.duration / factor),
+                spec=replace(j.spec, estimate=j.spec.estimate and j.spec.estimate / factor))
+        for j in workload.jobs))
+
+
+def preset_plans(preset: str, workload: Workload, cluster: str = "4x4", config: SimConfig | None = None,
+                 queues: Mapping[str, QueueSpec] | None = None, *, all_finish: bool = False) -> list[Plan]:
+    """Every plan `preset` makes on `workload` (with `all_finish`, every job must have finished); the policy is
+    built here, after the test set its switches."""
+    policy = make_policy(preset)
+    assert isinstance(policy, Cycle)
+    recorder = Recorder(policy)
+    controller = Controller(SimEngine(parse_shorthand(cluster), workload, config or SimConfig()), recorder,
+                            queues=queues)
+    controller.run()
+    assert not all_finish or controller.summary().finished == len(workload.jobs)
+    return recorder.plans
 
 
 class Recorder:

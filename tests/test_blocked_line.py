@@ -13,68 +13,41 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.replay_helpers import Recorder, same_plans
+from tests.replay_helpers import Before, on_and_off, preset_plans
 
-from trainmaster.controller.loop import Controller
-from trainmaster.core.cluster import parse_shorthand
-from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies import preemption
-from trainmaster.policies.cycle import BlockedLine, Cycle
+from trainmaster.policies.cycle import BlockedLine
 from trainmaster.policies.pending import PendingDemand
 from trainmaster.policies.preemption import VictimRule
-from trainmaster.policies.registry import make_policy
-from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.policies.snapshot import Snapshot
 from trainmaster.policies.tiresias import Tiresias
 from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.loaders import load_workload
 
-
-def _replay(policy: Cycle) -> list[Plan]:
-    recorder = Recorder(policy)
-    workload = load_workload("synthetic:150:60", max_factor=1.0, seed=3, oracle=True)  # (under a second)
-    Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder).run()
-    return recorder.plans
+WORKLOAD = load_workload("synthetic:150:60", max_factor=1.0, seed=3, oracle=True)  # a long line, preemption
 
 
 @pytest.mark.parametrize("preset", ["tiresias", "srtf"])
 def test_long_line_steps_plan_alike(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both switches on against both off (each step is exact on its own; two runs per preset, not four, keep
     the test under its CPU budget): same plans, and each fast path seen taken."""
-    def run(on: bool) -> tuple[list[Plan], dict[str, int]]:
-        seen = {"lined": 0, "keys": 0, "sums": 0}
-        preempt_with, keys, of = preemption.preempt_with, preemption._keys, PendingDemand.of
+    keys = preemption._keys  # (the check's own reads are not counted)
 
-        def checked(snap: Snapshot, blocked: list[Any], ws: Workspace, rule: VictimRule) -> list[Any]:
-            line = ws.blocked_line
-            if line is not None and line[0] is blocked:
-                seen["lined"] += 1  # every key as `_keys` reads it, before any claimant is served
-                assert line[1] == keys(blocked, ws.want, ws.gangs, ws.allocations, ws.rejected,
-                                       ws.memo.traits.mixed)
-            return preempt_with(snap, blocked, ws, rule)
+    def lined(snap: Snapshot, blocked: list[Any], ws: Workspace, rule: VictimRule) -> bool:
+        """Whether the place phase's line served this pass; its keys checked against `_keys`' (before any
+        claimant is served)."""
+        line = ws.blocked_line
+        if line is None or line[0] is not blocked:
+            return False
+        assert line[1] == keys(blocked, ws.want, ws.gangs, ws.allocations, ws.rejected, ws.memo.traits.mixed)
+        return True
 
-        def counted(*args: Any) -> Any:
-            seen["keys"] += 1
-            return keys(*args)
-
-        def summed(self: PendingDemand, snap: Snapshot, pending: Any) -> Any:
-            seen["sums"] += 1
-            return of(self, snap, pending)
-
-        with monkeypatch.context() as patch:
-            patch.setattr(BlockedLine, "line_keys", on)
-            patch.setattr(Tiresias, "misfit_prefix", 16 if on else 0)  # (0: the first pending job alone)
-            patch.setattr(preemption, "preempt_with", checked)
-            patch.setattr(preemption, "_keys", counted)
-            patch.setattr(PendingDemand, "of", summed)
-            patch.setattr(VictimRule, "skip_runs_from", 0)  # (short lines: every exhausted rest taken in runs)
-            policy = make_policy(preset)
-            assert isinstance(policy, Cycle)
-            return _replay(policy), seen
-
-    fast, fast_seen = run(True)
-    slow, slow_seen = run(False)
-    same_plans(fast, slow, least=100)
-    assert fast_seen["lined"] > 50 and slow_seen["lined"] == 0  # the place phase's line served preemption
-    assert slow_seen["keys"] > 0 == fast_seen["keys"]  # ... and its keys to the rest of a pass, not `_keys`
-    if preset == "tiresias":
-        assert fast_seen["sums"] < 0.2 * slow_seen["sums"]  # the prefix spared sums the first job alone did not
+    fast, slow = on_and_off(monkeypatch, lambda: preset_plans(preset, WORKLOAD), (BlockedLine, "line_keys"),
+                            (Tiresias, "misfit_prefix", 16, 0),  # (0: the first pending job alone)
+                            (VictimRule, "skip_runs_from", 0, 0),  # (short lines: every exhausted rest in runs)
+                            spies={"lined": (preemption, "preempt_with", Before(lined)),
+                                   "keys": (preemption, "_keys"), "sums": (PendingDemand, "of")}, least=100)
+    assert sum(fast.calls["lined"]) > 50 and not any(slow.calls["lined"])  # the line served preemption
+    assert slow.calls["keys"] and not fast.calls["keys"]  # ... and its keys to the rest of a pass, not `_keys`
+    if preset == "tiresias":  # the prefix spared sums the first job alone did not
+        assert len(fast.calls["sums"]) < 0.2 * len(slow.calls["sums"])

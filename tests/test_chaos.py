@@ -37,6 +37,10 @@ def test_the_checks_catch_a_step_run_twice_and_overlapping_runs() -> None:
     assert "finished training 2 times" in _steps_violations("j", twice, "succeeded")[0]
     resumed_at_the_end = "1 a start 0\n2 a step 0\n3 a ckpt 1\n4 a done\n5 b start 1\n6 b done\n"
     assert _steps_violations("j", resumed_at_the_end, "succeeded") == []
+    killed_before_done = "1 a start 0\n2 a step 0\n3 a ckpt 1\n5 b start 1\n6 b done\n"
+    assert _steps_violations("j", killed_before_done, "succeeded") == []
+    never_done = "1 a start 0\n2 a step 0\n3 a ckpt 1\n"
+    assert "finished training 0 times" in _steps_violations("j", never_done, "succeeded")[0]
 
 
 def test_the_checks_catch_a_gpu_booked_twice_and_a_booking_before_recovery(tmp_path: Path) -> None:

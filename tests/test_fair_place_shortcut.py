@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from bench.record_plans import QUEUES, queued
-from tests.replay_helpers import Recorder
+from tests.replay_helpers import Recorder, on_and_off
 
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
@@ -28,54 +28,36 @@ from trainmaster.workloads.loaders import load_workload
 STRICT = {"edl": False, "trainmaster": True}  # as `trainmaster.build` sets it (greedy backfill: not strict)
 
 
-def replay(workload: Workload, preset: str, shortcuts: bool, monkeypatch: pytest.MonkeyPatch,
-           queues: dict[str, QueueSpec] | None = None) -> tuple[list[Plan], int, int]:
-    """Every plan, how many demands the place phase computed, and how many jobs it blocked one at a time
-    behind a head."""
+class Shortcuts:
+    """The switch `on_and_off` turns: `replay` builds the place hook with it."""
+
+    on = True
+
+
+def replay(workload: Workload, preset: str, queues: dict[str, QueueSpec] | None = None) -> list[Plan]:
+    """Every plan of `preset` with `fair_place` built with the shortcuts on or off (`Shortcuts.on`)."""
     cycle = make_policy(preset)
     assert isinstance(cycle, Cycle)
-    cycle.place = fairshare.fair_place(STRICT[preset], shortcuts=shortcuts)
-    demands, behind = [0], [0]
-    full, one = fairshare.demand, Workspace.block_behind
-
-    def counted(*args: object) -> object:
-        demands[0] += 1
-        return full(*args)  # type: ignore[arg-type]
-
-    def counted_behind(self: Workspace, job_id: str, head_id: str) -> None:
-        behind[0] += 1
-        one(self, job_id, head_id)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(fairshare, "demand", counted)
-        patch.setattr(Workspace, "block_behind", counted_behind)
-        recorder = Recorder(cycle)
-        Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder, queues=queues).run()
-    return recorder.plans, demands[0], behind[0]
+    cycle.place = fairshare.fair_place(STRICT[preset], shortcuts=Shortcuts.on)
+    recorder = Recorder(cycle)
+    Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder, queues=queues).run()
+    return recorder.plans
 
 
-def assert_same(fast: list[Plan], slow: list[Plan]) -> None:
-    assert len(fast) == len(slow) > 50
-    for a, b in zip(fast, slow, strict=True):
-        assert a == b
-        assert list(a.waits) == list(b.waits)
-        assert [a.waits[j] for j in a.waits] == [b.waits[j] for j in b.waits]
+COUNTED = {"demands": (fairshare, "demand"), "behind": (Workspace, "block_behind")}  # demands computed, jobs
+# blocked one at a time behind a head
 
 
 @pytest.mark.parametrize("preset", ["edl", "trainmaster"])
 def test_one_role_misfits_plan_like_the_full_path(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
     workload = load_workload("synthetic:400:30", max_factor=1.0, seed=7, oracle=True)
-    fast, fast_demands, fast_behind = replay(workload, preset, True, monkeypatch)
-    slow, slow_demands, slow_behind = replay(workload, preset, False, monkeypatch)
-    assert_same(fast, slow)
+    fast, slow = on_and_off(monkeypatch, lambda: replay(workload, preset), (Shortcuts, "on"), spies=COUNTED)
     if preset == "edl":  # greedy: the line behind a misfit is tried, and the shortcut serves most of it
-        assert fast_demands < slow_demands / 2
+        assert len(fast.calls["demands"]) < len(slow.calls["demands"]) / 2
     else:  # strict: the line behind the head is blocked in one update
-        assert fast_behind == 0 < slow_behind
+        assert not fast.calls["behind"] and slow.calls["behind"]
 
 
 def test_with_queue_definitions_plan_alike(monkeypatch: pytest.MonkeyPatch) -> None:
-    workload = queued(load_workload("synthetic:200:60", max_factor=1.0, seed=5, oracle=True))
-    fast, _, _ = replay(workload, "edl", True, monkeypatch, QUEUES)
-    slow, _, _ = replay(workload, "edl", False, monkeypatch, QUEUES)
-    assert_same(fast, slow)
+    workload = queued(load_workload("synthetic:60:60", max_factor=1.0, seed=5, oracle=True))  # (1,700 plans)
+    on_and_off(monkeypatch, lambda: replay(workload, "edl", QUEUES), (Shortcuts, "on"))

@@ -32,6 +32,17 @@ def _seen(model: JobModel) -> Seen:
             model.curve, model.max_workers, model.form)
 
 
+def same_models_and_plans(fast_models: list[Any], slow_models: list[Any], fast_plans: list[Plan],
+                          slow_plans: list[Plan]) -> None:
+    """Two replays (a shortcut and its reference) saw the same models at every snapshot (more than 20) and
+    planned the same allocations with the same reasons."""
+    assert len(fast_models) == len(slow_models) > 20
+    for fast, slow in zip(fast_models, slow_models, strict=True):
+        assert fast == slow
+    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
+        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+
+
 def _replay(preset: str, defer: bool, skip: bool = True, lazy: bool = True, one_fit: bool = True,
             shared: bool = True, keep_gpu_type: bool = True, cluster: str = "2x4", lose: str | None = None,
             ) -> tuple[list[dict[str, Seen]], list[Plan], int, int]:
@@ -87,11 +98,7 @@ def test_deferred_refresh_publishes_the_same_models_and_plans(preset: str) -> No
     lazy_models, lazy_plans, lazy_fits, _ = _replay(preset, defer=True)
     eager_models, eager_plans, eager_fits, _ = _replay(preset, defer=False)
     assert lazy_fits < eager_fits  # the deferred path did defer: fewer models built
-    assert len(lazy_models) == len(eager_models) > 20
-    for lazy, eager in zip(lazy_models, eager_models, strict=True):
-        assert lazy == eager
-    for lazy_plan, eager_plan in zip(lazy_plans, eager_plans, strict=True):
-        assert lazy_plan.allocations == eager_plan.allocations and lazy_plan.reasons == eager_plan.reasons
+    same_models_and_plans(lazy_models, eager_models, lazy_plans, eager_plans)
     assert any(m[0] == "type prior" for snap in lazy_models for m in snap.values())  # siblings' priors were used
 
 
@@ -102,11 +109,7 @@ def test_refresh_skips_types_whose_prior_fit_is_unchanged() -> None:
     slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, skip=False, one_fit=False)
     assert fast_fits == slow_fits  # (a skipped type republishes nothing in the reference either)
     assert fast_speeds < slow_speeds  # some refreshes were skipped
-    assert len(fast_models) == len(slow_models) > 20
-    for fast, slow in zip(fast_models, slow_models, strict=True):
-        assert fast == slow
-    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
-        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+    same_models_and_plans(fast_models, slow_models, fast_plans, slow_plans)
 
 
 @pytest.mark.parametrize("preset", ["optimus", "trainmaster"])
@@ -114,11 +117,7 @@ def test_lazy_models_read_as_the_eager_ones(preset: str) -> None:
     """The reporting job's model computed on first read: every snapshot's models and every plan as built at once."""
     lazy_models, lazy_plans, _, _ = _replay(preset, defer=True, lazy=True)
     eager_models, eager_plans, _, _ = _replay(preset, defer=True, lazy=False)
-    assert len(lazy_models) == len(eager_models) > 20
-    for lazy, eager in zip(lazy_models, eager_models, strict=True):
-        assert lazy == eager
-    for lazy_plan, eager_plan in zip(lazy_plans, eager_plans, strict=True):
-        assert lazy_plan.allocations == eager_plan.allocations and lazy_plan.reasons == eager_plan.reasons
+    same_models_and_plans(lazy_models, eager_models, lazy_plans, eager_plans)
     bases = {m[0] for snap in lazy_models for m in snap.values()}
     assert {"type prior", "own fit"} <= bases  # both the captured prior and the eager own fit were read
 
@@ -129,11 +128,7 @@ def test_refresh_reads_each_types_fit_once() -> None:
     fast_models, fast_plans, fast_fits, fast_speeds = _replay("optimus", defer=True, one_fit=True, shared=False)
     slow_models, slow_plans, slow_fits, slow_speeds = _replay("optimus", defer=True, one_fit=False)
     assert fast_fits == slow_fits and fast_speeds < slow_speeds  # the same republishing, fewer speeds asked
-    assert len(fast_models) == len(slow_models) > 20
-    for fast, slow in zip(fast_models, slow_models, strict=True):
-        assert fast == slow
-    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
-        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+    same_models_and_plans(fast_models, slow_models, fast_plans, slow_plans)
 
 
 @pytest.mark.parametrize("preset", ["optimus", "trainmaster"])
@@ -143,11 +138,7 @@ def test_waiting_jobs_models_copied_from_one_per_kind(preset: str) -> None:
     fast_models, fast_plans, fast_fits, _ = _replay(preset, defer=True, shared=True)
     slow_models, slow_plans, slow_fits, _ = _replay(preset, defer=True, shared=False)
     assert fast_fits <= slow_fits and (fast_fits < slow_fits or preset != "optimus")  # copies were handed out
-    assert len(fast_models) == len(slow_models) > 20
-    for fast, slow in zip(fast_models, slow_models, strict=True):
-        assert fast == slow
-    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
-        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+    same_models_and_plans(fast_models, slow_models, fast_plans, slow_plans)
     assert any(m[0] == "type prior" and m[2] is not None for snap in fast_models for m in snap.values())
 
 
@@ -194,9 +185,5 @@ def test_gpu_type_kept_per_allocation(preset: str, monkeypatch: pytest.MonkeyPat
     fast_models, fast_plans, _, _, fast_asked = runs[True]
     slow_models, slow_plans, _, _, slow_asked = runs[False]
     assert fast_asked < slow_asked / 2  # asked once per allocation, not per report
-    assert len(fast_models) == len(slow_models) > 20
-    for fast, slow in zip(fast_models, slow_models, strict=True):
-        assert fast == slow
-    for fast_plan, slow_plan in zip(fast_plans, slow_plans, strict=True):
-        assert fast_plan.allocations == slow_plan.allocations and fast_plan.reasons == slow_plan.reasons
+    same_models_and_plans(fast_models, slow_models, fast_plans, slow_plans)
     assert any(len(m[6]) > 1 for snap in fast_models for m in snap.values())  # GPU types were told apart

@@ -114,6 +114,61 @@ def test_a_micro_law_fits_rows_at_large_and_small_local_batches() -> None:
     assert abs(plain.steps_per_s(probe) * _truth(probe, 100) - 1) > 0.05  # a line in the local batch misses it
 
 
+def _interfering(c: Config) -> float:
+    """Seconds per step where co-located replicas slow each other per local sample (0.13 ms per sample)."""
+    local, single = c.batch / c.workers, c.workers > 1 and c.nodes == 1
+    return 0.01 + 0.0007 * local + (0.001 + 0.00013 * local if single else 0.0) + (0.2 if c.nodes > 1 else 0.0)
+
+
+def test_a_type_prior_from_large_local_one_node_rows_is_right_at_small_local_batches() -> None:
+    """Siblings ran 1-4 GPUs at their submitted batches (local 512-4,096); sizing asks local 64. The goodput law's
+    one-node per-sample term passes through both; the 6-term law (a constant one-node sync) puts them 2x slow."""
+    priors = TypePriors()
+    for job, batch in (("a", 2048.0), ("b", 4096.0)):
+        priors.update("cifar10", Form.ALLREDUCE, job, {c: Row(c, _interfering(c)) for c in
+                                                       (Config(k, batch=batch) for k in (1, 2, 3, 4))})
+    law = priors.fitted("cifar10", Form.ALLREDUCE, 4, cross_slope=False)
+    six = fit(Form.ALLREDUCE, priors.rows("cifar10", Form.ALLREDUCE))
+    assert law is not None and six is not None and len(law.theta) == 8 and len(six.theta) == 6
+    for probe in (Config(2, batch=128.0), Config(3, batch=192.0), Config(4, batch=256.0), Config(1, batch=64.0)):
+        assert law.steps_per_s(probe) * _interfering(probe) == pytest.approx(1.0, rel=1e-6)
+    assert six.steps_per_s(Config(2, batch=128.0)) * _interfering(Config(2, batch=128.0)) < 0.6
+
+
+def test_the_one_node_per_sample_term_waits_for_rows_that_tell_it_from_the_one_node_sync() -> None:
+    """One local batch among the one-node multi-replica rows cannot tell the term from the one-node sync: held at 0."""
+    rows = [Row(c, _interfering(c)) for c in (Config(1, batch=512.0), Config(2, batch=512.0),
+                                              Config(8, nodes=2, batch=512.0), Config(1, batch=256.0))]
+    law = fit(Form.ALLREDUCE, rows, cross_slope=False)
+    assert law is not None and law.theta[6] == 0.0 and law.theta[2] > 0
+    more = fit(Form.ALLREDUCE, [*rows, Row(Config(2, batch=256.0), _interfering(Config(2, batch=256.0)))],
+               cross_slope=False)
+    assert more is not None and more.theta[6] == pytest.approx(0.00013, rel=1e-3)
+
+
+def _overlapping(c: Config) -> float:
+    """Seconds per step where the cross-node sync a step waits on shrinks as the local batch grows (overlap)."""
+    local = c.batch / c.workers
+    return 0.01 + 0.0007 * local + (0.2 + 3.0 / local if c.nodes > 1 else 0.0)
+
+
+def test_the_cross_node_term_reads_small_local_batches_slow_once_rows_tell_it_from_the_sync() -> None:
+    """Multi-node rows at two local batches of one size tell the overlap term from `c2`: the law is exact at a
+    size and local batch not run; a law without it (one batch at two sizes: the term held) misses there."""
+    sizes = [(1, 1, 128.0), (1, 1, 512.0), (2, 1, 256.0), (4, 1, 512.0), (8, 2, 512.0), (8, 2, 2048.0)]
+    rows = [Row(c, _overlapping(c)) for c in (Config(w, nodes=n, batch=b) for w, n, b in sizes)]
+    law = fit(Form.ALLREDUCE, rows, cross_slope=False)
+    assert law is not None and law.theta[7] == pytest.approx(3.0, rel=1e-6)
+    for probe in (Config(16, nodes=4, batch=256.0), Config(12, nodes=3, batch=3072.0)):
+        assert law.steps_per_s(probe) * _overlapping(probe) == pytest.approx(1.0, rel=1e-6)
+    one_batch = [r for r in rows if r.config.batch != 2048.0] + [Row(c, _overlapping(c)) for c in
+                                                                   (Config(16, nodes=4, batch=512.0),)]
+    held = fit(Form.ALLREDUCE, one_batch, cross_slope=False)  # local 64 and 32 of one batch: a line in replicas
+    assert held is not None and held.theta[7] == 0.0
+    probe = Config(8, nodes=2, batch=128.0)
+    assert held.steps_per_s(probe) * _overlapping(probe) > 1.2  # (local 16: the sync not overlapped, unseen)
+
+
 def _alloc(workers: int, nodes: int = 1) -> Allocation:
     per = workers // nodes
     return Allocation.of(Placement(Role.WORKER, f"n{i // per}") for i in range(workers))
@@ -130,19 +185,19 @@ def _run(book: ModelBook, cap_of: dict[str, int | None], shapes: int) -> None:
             book.observe(job_id, spec, report, _alloc(w, n))
 
 
-def test_without_caps_the_goodput_law_is_unchanged_and_with_one_it_counts_micro_batches() -> None:
-    """The book's own fits and type priors: a `SpeedFit` as before for jobs without a cap, a `MicroFit`
-    (the asking job's cap) for jobs that declare one; and the fast prior table path is the reference's."""
+def test_without_caps_the_goodput_law_counts_one_micro_batch_and_with_one_it_counts_them() -> None:
+    """The book's own fits and type priors: a `MicroFit` without a cap (one micro-batch) for jobs that declare
+    none, with the asking job's cap for jobs that declare one; and the fast prior table path is the reference's."""
     plain, capped = ModelBook(), ModelBook()
     _run(plain, {"a": None, "b": None}, 4)
     _run(capped, {"a": 256, "b": None}, 4)
     for job in ("a", "b"):
         law, basis = plain.speed(plain.learners[job], optimistic=True)
-        assert basis == "own fit" and type(law) is SpeedFit
+        assert basis == "own fit" and isinstance(law, MicroFit) and law.local_max is None
     law_a = capped.speed(capped.learners["a"], optimistic=True)[0]
     law_b = capped.speed(capped.learners["b"], optimistic=True)[0]
     assert isinstance(law_a, MicroFit) and law_a.local_max == 256
-    assert type(law_b) is SpeedFit  # b declared none: it runs one micro-batch, whatever its siblings do
+    assert isinstance(law_b, MicroFit) and law_b.local_max is None  # b declared none: one micro-batch
     own = list(capped.learners["b"].rows.values())
     siblings = capped.priors.rows("cifar10", Form.ALLREDUCE, exclude="b")
     table = [goodput_features(r.config, None) for r in own] + [goodput_features(r.config, 256) for r in siblings]
@@ -168,13 +223,11 @@ def test_type_priors_count_each_rows_micro_batches_with_its_own_jobs_cap() -> No
         priors.keep_features = priors.count_shapes = keep
         for job, r in rows.items():
             priors.update("cifar10", Form.ALLREDUCE, job, r, caps[job])
-        assert priors.capped("cifar10", Form.ALLREDUCE)
         fits.append(priors.fitted("cifar10", Form.ALLREDUCE, 4, cross_slope=False))
     every = [row for r in rows.values() for row in r.values()]
     table = [goodput_features(row.config, caps[job]) for job, r in rows.items() for row in r.values()]
     by_hand = fit(Form.ALLREDUCE, every, cross_slope=False, table=table)
     assert fits[0] == fits[1] == by_hand
-    assert TypePriors().capped("cifar10", Form.ALLREDUCE) is False
 
 
 # -- the trainer's accumulation ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import Hashable
 from typing import Any
 
 import pytest
-from tests.replay_helpers import Recorder, same_plans
+from tests.replay_helpers import Before, Recorder, on_and_off, preset_plans
 
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
@@ -27,52 +27,36 @@ from trainmaster.policies.snapshot import Plan, Snapshot
 from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.loaders import load_workload
 
-
-def _replay(policy: Cycle) -> list[Plan]:
-    recorder = Recorder(policy)
-    workload = load_workload("synthetic:150:60", max_factor=1.0, seed=3, oracle=True)  # (under a second)
-    Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), recorder).run()
-    return recorder.plans
+WORKLOAD = load_workload("synthetic:150:60", max_factor=1.0, seed=3, oracle=True)  # a long line, preemption
 
 
 @pytest.mark.parametrize("preset", ["tiresias", "srtf"])
 def test_numbered_keys_plan_as_tuples(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    def run(on: bool) -> tuple[list[Plan], dict[str, int]]:
-        seen = {"lines": 0, "keys": 0, "kinds": 0}
-        preempt_with = preemption.preempt_with
+    def lined(snap: Snapshot, blocked: list[Any], ws: Workspace, rule: VictimRule) -> tuple[int, int] | None:
+        """A line the place phase left for preemption: its keys checked; how many, and how many gangs."""
+        line = ws.blocked_line
+        if line is None or line[0] is not blocked:
+            return None
+        to_tuple: dict[Hashable, Hashable] = {}
+        to_key: dict[Hashable, Hashable] = {}
+        keys = 0
+        for job, key in zip(*line, strict=True):
+            if key is not None:
+                keys += 1
+                assert isinstance(key, int) is KeptGangs.numbered and bool(key)
+                found = gang_key(job.spec, ws.want[job.id], ws.memo.traits.mixed)
+                assert found is not None
+                assert to_tuple.setdefault(key, found) == found  # equal numbers: equal tuples
+                assert to_key.setdefault(found, key) == key  # equal tuples: equal numbers
+        return keys, len(to_key)
 
-        def checked(snap: Snapshot, blocked: list[Any], ws: Workspace, rule: VictimRule) -> list[Any]:
-            line = ws.blocked_line
-            if line is not None and line[0] is blocked:
-                seen["lines"] += 1
-                to_tuple: dict[Hashable, Hashable] = {}
-                to_key: dict[Hashable, Hashable] = {}
-                for job, key in zip(*line, strict=True):
-                    if key is None:
-                        continue
-                    seen["keys"] += 1
-                    assert isinstance(key, int) is on and bool(key)
-                    found = gang_key(job.spec, ws.want[job.id], ws.memo.traits.mixed)
-                    assert found is not None
-                    assert to_tuple.setdefault(key, found) == found  # equal numbers: equal tuples
-                    assert to_key.setdefault(found, key) == key  # equal tuples: equal numbers
-                seen["kinds"] = max(seen["kinds"], len(to_key))
-            return preempt_with(snap, blocked, ws, rule)
-
-        with monkeypatch.context() as patch:
-            patch.setattr(KeptGangs, "numbered", on)
-            patch.setattr(preemption, "preempt_with", checked)
-            patch.setattr(VictimRule, "skip_runs_from", 0)  # (short lines: every exhausted rest taken in runs)
-            policy = make_policy(preset)
-            assert isinstance(policy, Cycle)
-            return _replay(policy), seen
-
-    fast, fast_seen = run(True)
-    slow, slow_seen = run(False)
-    same_plans(fast, slow, least=100)
-    assert fast_seen["lines"] > 50 and fast_seen["keys"] > 500  # the numbers served the line and preemption
-    assert fast_seen["kinds"] >= 3  # several gangs blocked at once: numbers told apart, not one for all
-    assert slow_seen["keys"] == fast_seen["keys"]  # (the same lines, keyed by tuples)
+    fast, slow = on_and_off(monkeypatch, lambda: preset_plans(preset, WORKLOAD), (KeptGangs, "numbered"),
+                            (VictimRule, "skip_runs_from", 0, 0),  # (short lines: every exhausted rest in runs)
+                            spies={"lines": (preemption, "preempt_with", Before(lined))}, least=100)
+    lines = [seen for seen in fast.calls["lines"] if seen is not None]
+    assert len(lines) > 50 and sum(keys for keys, _ in lines) > 500  # the numbers served the line and preemption
+    assert max(kinds for _, kinds in lines) >= 3  # several gangs blocked at once: numbers told apart, not one for all
+    assert slow.calls["lines"] == fast.calls["lines"]  # (the same lines, keyed by tuples)
 
 
 def test_objectives_without_models_leave_sizes() -> None:

@@ -11,13 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.replay_helpers import same_plans
+from tests.replay_helpers import on_and_off, spy
 
 from trainmaster.cli.simulate import config_for, sim_config, simulate_one
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.policies import goodput
 from trainmaster.policies import trainmaster as preset_module
-from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.policies.snapshot import Plan
 from trainmaster.policies.trainmaster import AdaptiveCycle
 from trainmaster.workloads.base import Workload
 from trainmaster.workloads.pollux import load_pollux
@@ -33,31 +32,17 @@ def half_adaptive(shared_data: Path) -> Workload:
 def test_batches_skipped_without_adaptive_jobs_plan_as_asking_every_one(
         shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     wl = half_adaptive(shared_data)
-    plans: list[Plan] = []
-    chosen = [0]
-    decide, choose = AdaptiveCycle.decide, goodput.choose_batches
 
-    def recorded(self: AdaptiveCycle, snap: Snapshot) -> Plan:
-        plans.append(decide(self, snap))
-        return plans[-1]
-
-    def counted(snap: Snapshot, plan: Plan) -> dict[str, int]:
-        chosen[0] += 1
-        return choose(snap, plan)
-
-    runs = {}
-    for scan in (True, False):
+    def plans() -> list[Plan]:
         with monkeypatch.context() as patch:
-            patch.setattr(AdaptiveCycle, "decide", recorded)
-            patch.setattr(AdaptiveCycle, "scan_batches", scan)
-            patch.setattr(preset_module, "choose_batches", counted)
-            plans.clear()
-            chosen[0] = 0
+            decided = spy(patch, AdaptiveCycle, "decide")
             result = simulate_one(wl, parse_shorthand("16x4"), "trainmaster",
                                   config_for("trainmaster", sim_config("pollux")))
-            assert result.summary.finished == len(wl.jobs)
-            runs[scan] = list(plans), chosen[0]
-    (fast, fast_chosen), (slow, slow_chosen) = runs[True], runs[False]
-    same_plans(fast, slow)
-    assert any(p.batch for p in fast) and any(p.rebatch for p in fast)  # adaptive jobs planned, switched
-    assert slow_chosen == len(slow) and 0 < fast_chosen < slow_chosen  # spared at some decisions
+        assert result.summary.finished == len(wl.jobs)
+        return decided
+
+    fast, slow = on_and_off(monkeypatch, plans, (AdaptiveCycle, "scan_batches"),
+                            spies={"chosen": (preset_module, "choose_batches")})
+    assert any(p.batch for p in fast.plans) and any(p.rebatch for p in fast.plans)  # adaptive jobs planned, switched
+    assert len(slow.calls["chosen"]) == len(slow.plans)
+    assert 0 < len(fast.calls["chosen"]) < len(slow.calls["chosen"])  # spared at some decisions

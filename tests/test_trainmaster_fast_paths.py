@@ -7,21 +7,19 @@ jobs (some decisions admit no elastic job) with elastic parameter-server jobs wh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
 from types import SimpleNamespace
 
 import pytest
-from tests.replay_helpers import Recorder, same_plans
+from tests.replay_helpers import on_and_off, preset_plans
 
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
-from trainmaster.controller.loop import Controller
-from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import JobKind, JobSpec, Role, simple_job
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
-from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.engines.sim.engine import SimConfig
 from trainmaster.models.book import JobModel
 from trainmaster.models.priors import TypePriors
 from trainmaster.policies import cycle as cycle_module
@@ -31,9 +29,8 @@ from trainmaster.policies.backfill import Reservation
 from trainmaster.policies.las import RemainingOrder, SameClassLowerRank
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import QueueRules
-from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing, OnlyWithServices
+from trainmaster.policies.trainmaster import GainSizing, OnlyWithServices
 from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.base import Workload
 from trainmaster.workloads.ps_truth import ps_workload
@@ -64,68 +61,38 @@ def two_priorities() -> Workload:
                                                       else j for i, j in enumerate(base.jobs)))
 
 
-def replay(monkeypatch: pytest.MonkeyPatch, workload: Workload | None = None) -> tuple[list[Plan], list[int]]:
-    """Every plan of the trainmaster preset on `workload` (`mixed()`) on 3x4; how many greedy sizings ran, and
-    how many times the models were asked a remaining time."""
-    ran = [0, 0]
-    greedy, asked = Optimus.size, JobModel.remaining_time
+def plans(workload: Workload | None = None) -> list[Plan]:
+    """Every plan of the trainmaster preset on `workload` (`mixed()`) on 3x4; every job must finish."""
+    return preset_plans("trainmaster", workload or mixed(), "3x4", SimConfig(report_interval=LEARNING_REPORT_INTERVAL),
+                        all_finish=True)
 
-    def counted(self: Optimus, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> dict[str, object]:
-        ran[0] += 1
-        return greedy(self, snap, jobs, ws)  # type: ignore[return-value]
 
-    def counted_asked(self: JobModel, workers: int, ps: int = 0, nodes: int = 1) -> float | None:
-        ran[1] += 1
-        return asked(self, workers, ps, nodes)
-
-    monkeypatch.setattr(Optimus, "size", counted)
-    monkeypatch.setattr(JobModel, "remaining_time", counted_asked)
-    cycle = make_policy("trainmaster")
-    assert isinstance(cycle, AdaptiveCycle)
-    recorder = Recorder(cycle)
-    engine = SimEngine(parse_shorthand("3x4"), workload or mixed(),
-                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
-    controller = Controller(engine, recorder)  # type: ignore[arg-type]
-    controller.run()
-    assert controller.summary().finished == 40
-    return recorder.plans, ran
+def ids(order: list[JobView], *_: object) -> list[str]:
+    """What a spy on `RemainingOrder.__call__` keeps: the order, by job id."""
+    return [j.id for j in order]
 
 
 def test_greedy_skipped_without_elastic_jobs_plans_as_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """`GainSizing.skip_fixed`: no greedy while no admitted job is elastic; the same plans as running it."""
-    with monkeypatch.context() as patch:
-        fast, fast_ran = replay(patch)
-    with monkeypatch.context() as patch:
-        patch.setattr(GainSizing, "skip_fixed", False)
-        slow, slow_ran = replay(patch)
-    same_plans(fast, slow)
-    assert slow_ran[0] == len(slow)  # (the reference sizes at every decision)
-    assert 0 < fast_ran[0] < slow_ran[0]  # skipped at some decisions, run at others
+    fast, slow = on_and_off(monkeypatch, plans, (GainSizing, "skip_fixed"), spies={"greedy": (Optimus, "size")})
+    assert len(slow.calls["greedy"]) == len(slow.plans)  # (the reference sizes at every decision)
+    assert 0 < len(fast.calls["greedy"]) < len(slow.calls["greedy"])  # skipped at some decisions, run at others
 
 
 @pytest.mark.parametrize("switch", ["count_shapes", "keep_features"])
 def test_type_priors_kept_counts_and_features_plan_as_the_rows(switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`TypePriors.count_shapes`, `.keep_features`: the same plans as counting each type's configurations and
     computing its rows' features from its rows at each refit."""
-    with monkeypatch.context() as patch:
-        fast, _ = replay(patch)
-    with monkeypatch.context() as patch:
-        patch.setattr(TypePriors, switch, False)
-        slow, _ = replay(patch)
-    same_plans(fast, slow)
+    on_and_off(monkeypatch, plans, (TypePriors, switch))
 
 
 def test_kept_predictions_plan_as_asking_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """`Reservation.keep_predictions`: running jobs' model predictions kept while their model and allocation
     are the same; the same plans (reservations, backfills and their notes) as asking every model each time."""
-    with monkeypatch.context() as patch:
-        fast, fast_ran = replay(patch)
-    with monkeypatch.context() as patch:
-        patch.setattr(Reservation, "keep_predictions", False)
-        slow, slow_ran = replay(patch)
-    same_plans(fast, slow)
-    assert any("reserved" in r for plan in fast for r in plan.reasons.values())  # reservations were made
-    assert slow_ran[1] - fast_ran[1] > 200  # kept answers served (the models are asked elsewhere too)
+    fast, slow = on_and_off(monkeypatch, plans, (Reservation, "keep_predictions"),
+                            spies={"asked": (JobModel, "remaining_time")})
+    assert any("reserved" in r for plan in fast.plans for r in plan.reasons.values())  # reservations were made
+    assert len(slow.calls["asked"]) - len(fast.calls["asked"]) > 200  # kept answers served (asked elsewhere too)
 
 
 @pytest.mark.parametrize("workload", [mixed, ps_elastic])
@@ -144,6 +111,7 @@ def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(
 
     worked_out = JobSpec.__dict__["elastic"].func
     worked: list[JobSpec] = []
+    asks: list[tuple[int, int]] = []  # per replay: asks worked out, specs they were for
 
     def counted(self: JobSpec) -> bool:
         worked.append(self)
@@ -153,49 +121,27 @@ def test_elastic_worked_out_once_per_spec_plans_as_walking_the_roles(
         worked.append(self)
         return any(r.elastic for r in self.roles.values())
 
+    def counted_plans() -> list[Plan]:
+        worked.clear()
+        out = plans(workload())  # (fresh specs: nothing cached from another replay)
+        asks.append((len(worked), len({id(s) for s in worked})))
+        return out
+
     cached = cached_property(counted)
     cached.__set_name__(JobSpec, "elastic")
-    runs = {}
-    for reference in (False, True):
-        with monkeypatch.context() as patch:
-            patch.setattr(JobSpec, "elastic", property(walked) if reference else cached)
-            worked.clear()
-            runs[reference] = replay(patch, workload())[0], len(worked), len({id(s) for s in worked})
-    (fast, fast_asks, fast_specs), (slow, slow_asks, _) = runs[False], runs[True]
-    same_plans(fast, slow)
-    assert any(p.wake_after == 60.0 for p in fast) and any(p.wake_after != 60.0 for p in fast)
+    fast, _ = on_and_off(monkeypatch, counted_plans, (JobSpec, "elastic", cached, property(walked)))
+    (fast_asks, fast_specs), (slow_asks, _) = asks
+    assert any(p.wake_after == 60.0 for p in fast.plans) and any(p.wake_after != 60.0 for p in fast.plans)
     assert fast_asks == fast_specs <= 40 < slow_asks  # once per spec; the reference walks at every ask
 
 
 def test_kept_order_keys_plan_as_working_them_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """`RemainingOrder.keep_keys`: each job's sort key kept while its view and model are the same objects;
     the same orders and plans as working out every live job's predicted remaining time at each decision."""
-    asked = [0]
-    predicted, order = las.predicted_remaining, RemainingOrder.__call__
-    orders: list[list[str]] = []
-
-    def counted(snap: Snapshot, job: JobView) -> float | None:
-        asked[0] += 1
-        return predicted(snap, job)
-
-    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
-        out = order(self, snap)
-        orders.append([j.id for j in out])
-        return out
-
-    runs = {}
-    for keep in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(las, "predicted_remaining", counted)
-            patch.setattr(RemainingOrder, "__call__", recorded)
-            patch.setattr(RemainingOrder, "keep_keys", keep)
-            asked[0] = 0
-            orders.clear()
-            runs[keep] = replay(patch)[0], asked[0], list(orders)
-    (fast, fast_asks, fast_orders), (slow, slow_asks, slow_orders) = runs[True], runs[False]
-    same_plans(fast, slow)
-    assert fast_orders == slow_orders
-    assert 0 < fast_asks < slow_asks * 0.7  # kept keys served; jobs that changed or reported asked again
+    fast, slow = on_and_off(monkeypatch, plans, (RemainingOrder, "keep_keys"),
+                            spies={"asked": (las, "predicted_remaining"), "orders": (RemainingOrder, "__call__", ids)})
+    assert fast.calls["orders"] == slow.calls["orders"]
+    assert 0 < len(fast.calls["asked"]) < len(slow.calls["asked"]) * 0.7  # kept keys served; changed jobs asked
 
 
 @pytest.mark.parametrize("workload", [mixed, two_priorities])
@@ -203,71 +149,26 @@ def test_kept_keys_read_in_c_order_as_the_loop(workload: Callable[[], Workload],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """`RemainingOrder.read_in_c`: the kept keys read and checked in C-level passes; the same orders, plans and
     keys worked out again (`predicted_remaining` asks) as the Python loop over every job."""
-    asked, read = [0], [0]
-    predicted, order, key_of = las.predicted_remaining, RemainingOrder.__call__, las._KEY
-    orders: list[list[str]] = []
-
-    def counted(snap: Snapshot, job: JobView) -> float | None:
-        asked[0] += 1
-        return predicted(snap, job)
-
-    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
-        out = order(self, snap)
-        orders.append([j.id for j in out])
-        return out
-
-    def key_read(entry: tuple[object, object, tuple[int, int, float]]) -> tuple[int, int, float]:
-        read[0] += 1
-        return key_of(entry)  # type: ignore[no-any-return]
-
-    runs = {}
-    for in_c in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(las, "predicted_remaining", counted)
-            patch.setattr(las, "_KEY", key_read)  # (read by the C-level passes alone)
-            patch.setattr(RemainingOrder, "__call__", recorded)
-            patch.setattr(RemainingOrder, "read_in_c", in_c)
-            asked[0] = read[0] = 0
-            orders.clear()
-            runs[in_c] = replay(patch, workload())[0], asked[0], read[0], list(orders)
-    (fast, fast_asks, fast_read, fast_orders), (slow, slow_asks, slow_read, slow_orders) = runs[True], runs[False]
-    same_plans(fast, slow)
-    assert fast_orders == slow_orders
-    assert fast_asks == slow_asks > 0  # the same keys worked out again
-    assert fast_read >= sum(map(len, fast_orders)) > 0 == slow_read  # every job's key read in C (fast path only)
+    fast, slow = on_and_off(monkeypatch, lambda: plans(workload()), (RemainingOrder, "read_in_c"),
+                            spies={"asked": (las, "predicted_remaining"), "orders": (RemainingOrder, "__call__", ids),
+                                   "read": (las, "_KEY")})  # (`_KEY` is read by the C-level passes alone)
+    assert fast.calls["orders"] == slow.calls["orders"]
+    assert len(fast.calls["asked"]) == len(slow.calls["asked"]) > 0  # the same keys worked out again
+    assert len(fast.calls["read"]) >= sum(map(len, fast.calls["orders"])) > 0 == len(slow.calls["read"])
 
 
 def test_quick_idle_plans_as_indexing_the_holders(monkeypatch: pytest.MonkeyPatch) -> None:
     """`QueueRules.quick_idle`: the queue rules found idle from the kinds and priorities alone (no holder
     index built); with two priorities idle at some decisions (verdict True) and not at others (the index
     then built and asked: the queue rules evict), the same plans as the index at every decision."""
-    verdicts: list[bool] = []
-    built = [0]
-    quick, index = QueueRules._nobody_lower, preemption._Holders.__init__
-
-    def counted(self: QueueRules, classes: dict[object, JobView]) -> bool:
-        verdicts.append(quick(self, classes))  # type: ignore[arg-type]
-        return verdicts[-1]
-
-    def counted_index(self: preemption._Holders, snap: Snapshot, ws: Workspace, indexed: bool = True) -> None:
-        built[0] += 1
-        index(self, snap, ws, indexed)
-
-    runs = {}
-    for on in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(QueueRules, "_nobody_lower", counted)
-            patch.setattr(preemption._Holders, "__init__", counted_index)
-            patch.setattr(QueueRules, "quick_idle", on)
-            verdicts.clear()
-            built[0] = 0
-            runs[on] = replay(patch, two_priorities())[0], list(verdicts), built[0]
-    (fast, fast_verdicts, fast_built), (slow, slow_verdicts, slow_built) = runs[True], runs[False]
-    same_plans(fast, slow)
-    assert not slow_verdicts and slow_built >= len(slow)  # (the reference indexes at every decision)
-    assert sum(fast_verdicts) > 0 and not all(fast_verdicts)  # found idle at some decisions, not at all
-    assert 0 < fast_built < slow_built  # the index built only where the quick test could not say
-    assert any("preempted" in r and "priority" in r for p in fast for r in p.reasons.values())  # rules evicted
+    fast, slow = on_and_off(monkeypatch, lambda: plans(two_priorities()), (QueueRules, "quick_idle"),
+                            spies={"verdicts": (QueueRules, "_nobody_lower"),
+                                   "built": (preemption._Holders, "__init__")})
+    verdicts, built = fast.calls["verdicts"], len(fast.calls["built"])
+    assert not slow.calls["verdicts"] and len(slow.calls["built"]) >= len(slow.plans)  # (indexed every decision)
+    assert sum(verdicts) > 0 and not all(verdicts)  # found idle at some decisions, not at all
+    assert 0 < built < len(slow.calls["built"])  # the index built only where the quick test could not say
+    assert any("preempted" in r and "priority" in r for p in fast.plans for r in p.reasons.values())  # evicted
 
 
 def test_quick_idle_never_for_a_service_or_a_higher_priority() -> None:
@@ -291,23 +192,13 @@ def test_quick_idle_never_for_a_service_or_a_higher_priority() -> None:
 def test_kept_sizes_plan_as_current_or_min(monkeypatch: pytest.MonkeyPatch) -> None:
     """`OnlyWithServices.keep_sizes` (no service live here): sizes worked out only for jobs whose view changed;
     the same plans as `current_or_min` over every admitted job at each decision."""
-    sized = [0]
-    fixed = cycle_module.current_or_min
+    def sized(_: object, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> int:
+        return len(jobs)
 
-    def counted(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> dict[object, object]:
-        sized[0] += len(jobs)
-        return fixed(snap, jobs, ws)  # type: ignore[return-value]
-
-    runs = {}
-    for keep in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(cycle_module, "current_or_min", counted)  # (`KeptSizes` reads it here)
-            patch.setattr(preset_module, "current_or_min", counted)
-            patch.setattr(OnlyWithServices, "keep_sizes", keep)
-            sized[0] = 0
-            runs[keep] = replay(patch)[0], sized[0]
-    (fast, fast_sized), (slow, slow_sized) = runs[True], runs[False]
-    same_plans(fast, slow)
+    fast, slow = on_and_off(monkeypatch, plans, (OnlyWithServices, "keep_sizes"),
+                            spies={"kept": (cycle_module, "current_or_min", sized),  # (`KeptSizes` reads it here)
+                                   "all": (preset_module, "current_or_min", sized)})
+    fast_sized, slow_sized = (sum(run.calls["kept"]) + sum(run.calls["all"]) for run in (fast, slow))
     assert 0 < fast_sized < slow_sized * 0.7
 
 
@@ -322,7 +213,7 @@ def test_kept_order_keys_follow_a_new_model(monkeypatch: pytest.MonkeyPatch) -> 
         return order(self, snap)
 
     monkeypatch.setattr(RemainingOrder, "__call__", kept)
-    replay(monkeypatch)
+    plans()
     monkeypatch.undo()
     for snap in snaps:
         left = {jid: las.predicted_remaining(snap, snap.jobs[jid]) for jid in snap.models if jid in snap.jobs}
@@ -340,60 +231,39 @@ def test_kept_order_keys_follow_a_new_model(monkeypatch: pytest.MonkeyPatch) -> 
     assert runs[1] != runs[0]  # the swap moved them
 
 
+def rule(_: object, self: SameClassLowerRank, *args: object) -> SameClassLowerRank:
+    """What a spy on `SameClassLowerRank.__init__` keeps: the rule it set up."""
+    return self
+
+
 def test_class_sums_field_by_field_plan_as_adding_resources(monkeypatch: pytest.MonkeyPatch) -> None:
     """`SameClassLowerRank.field_sums`: the suffix sums added up per field in C-level steps; the same sums at
     every depth asked (and the same plans) as adding one holder's `Resources` at a time. Claimants come in
     rank order, so a class is mostly summed once; summed again in two steps, each depth is still the sum."""
-    sums: list[list[dict[tuple[str, int], list[tuple[int, int, int]]]]] = [[], []]
-    rules: list[SameClassLowerRank] = []
-    init = SameClassLowerRank.__init__
-
-    def kept(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
-        init(self, ws, blocked)
-        sums[self.field_sums].append(self.summed)
-        rules.append(self)
-
-    runs = {}
-    for fields in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(SameClassLowerRank, "__init__", kept)
-            patch.setattr(SameClassLowerRank, "field_sums", fields)
-            runs[fields] = replay(patch)[0]
-    same_plans(runs[True], runs[False])
-    assert sums[True] == sums[False] and any(len(s) > 2 for summed in sums[True] for s in summed.values())
-    deep = [(rule, key) for rule in rules for key, held in rule.held.items() if len(held) > 2]
+    fast, slow = on_and_off(monkeypatch, plans, (SameClassLowerRank, "field_sums"),
+                            spies={"rules": (SameClassLowerRank, "__init__", rule)})
+    sums = [[r.summed for r in run.calls["rules"]] for run in (fast, slow)]
+    assert sums[0] == sums[1] and any(len(s) > 2 for summed in sums[0] for s in summed.values())
+    deep = [(r, key) for run in (fast, slow) for r in run.calls["rules"] for key, held in r.held.items()
+            if len(held) > 2]
     assert deep
-    for rule, key in deep:
-        held = rule.held[key]
-        rule.summed[key] = [(0, 0, 0)]
-        assert rule._suffix(key, len(held) - 1) == held[-1][0].resources(held[-1][1])  # the last one first
+    for r, key in deep:
+        held = r.held[key]
+        r.summed[key] = [(0, 0, 0)]
+        assert r._suffix(key, len(held) - 1) == held[-1][0].resources(held[-1][1])  # the last one first
         for i in range(len(held)):
-            assert rule._suffix(key, i) == sum((a.resources(spec) for a, spec in held[i:]), Resources())
+            assert r._suffix(key, i) == sum((a.resources(spec) for a, spec in held[i:]), Resources())
 
 
 def test_lazy_class_sums_plan_as_summing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
     """`SameClassLowerRank.lazy_sums`: a class's suffix sums added up only as far down as a claimant's room
     asks; the same plans as summing every holder at set-up, and some holders never summed."""
-    rules: list[SameClassLowerRank] = []
-    init = SameClassLowerRank.__init__
-
-    def kept(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
-        init(self, ws, blocked)
-        rules.append(self)
-
-    runs = {}
-    for lazy in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(SameClassLowerRank, "__init__", kept)
-            patch.setattr(SameClassLowerRank, "lazy_sums", lazy)
-            patch.setattr(SameClassLowerRank, "skip_ahead", False)  # (it leaves out what lazy sums spare)
-            rules.clear()
-            plans = replay(patch)[0]
-            held = sum(len(h) for rule in rules for h in rule.held.values())
-            summed = sum(len(s) - 1 for rule in rules for s in rule.summed.values())
-            runs[lazy] = plans, held, summed
-    (fast, fast_held, fast_summed), (slow, slow_held, slow_summed) = runs[True], runs[False]
-    same_plans(fast, slow)
+    runs = on_and_off(monkeypatch, plans, (SameClassLowerRank, "lazy_sums"),
+                      (SameClassLowerRank, "skip_ahead", False, False),  # (it leaves out what lazy sums spare)
+                      spies={"rules": (SameClassLowerRank, "__init__", rule)})
+    (fast_held, fast_summed), (slow_held, slow_summed) = (
+        (sum(len(h) for r in run.calls["rules"] for h in r.held.values()),
+         sum(len(s) - 1 for r in run.calls["rules"] for s in r.summed.values())) for run in runs)
     assert fast_held == slow_held == slow_summed > fast_summed
 
 
@@ -429,29 +299,19 @@ def test_gain_sizing_shrinks_by_replacing_never_the_kept_sizes(monkeypatch: pyte
 
     monkeypatch.setattr(GainSizing, "size", watched)
     assert OnlyWithServices.keep_sizes
-    replay(monkeypatch)
+    plans()
     assert shrunk[0] > 0  # running jobs were shrunk to their targets
 
 
 def test_holders_ranked_ahead_left_out_plan_as_indexing_every_holder(monkeypatch: pytest.MonkeyPatch) -> None:
     """`SameClassLowerRank.skip_ahead`: holders ranked at or before the first blocked job are left out at set-up
     (nobody's victim); the same plans as indexing every holder, and some holders left out."""
-    held: list[int] = []
-    init = SameClassLowerRank.__init__
+    def held(_: object, self: SameClassLowerRank, *args: object) -> int:
+        return sum(len(h) for h in self.held.values())
 
-    def counted(self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
-        init(self, ws, blocked)
-        held.append(sum(len(h) for h in self.held.values()))
-
-    runs = {}
-    for skip in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(SameClassLowerRank, "__init__", counted)
-            patch.setattr(SameClassLowerRank, "skip_ahead", skip)
-            held.clear()
-            runs[skip] = replay(patch)[0], list(held)
-    (fast, fast_held), (slow, slow_held) = runs[True], runs[False]
-    same_plans(fast, slow)
+    fast, slow = on_and_off(monkeypatch, plans, (SameClassLowerRank, "skip_ahead"),
+                            spies={"held": (SameClassLowerRank, "__init__", held)})
+    fast_held, slow_held = fast.calls["held"], slow.calls["held"]
     assert len(fast_held) == len(slow_held) and all(map(int.__le__, fast_held, slow_held))
     assert sum(fast_held) < sum(slow_held)  # left out at some decisions
 
@@ -462,30 +322,9 @@ def test_one_class_sorted_by_remaining_alone_orders_as_the_keys(
     """`RemainingOrder.one_class`: while every job is of one class the order sorts the remaining times alone;
     the same orders and plans as sorting the (class, remaining) keys, taken at every decision of `mixed()` and
     at some (not all) of `two_priorities()`."""
-    order, one_class = RemainingOrder.__call__, las._one_class
-    orders: list[list[str]] = []
-    taken: list[bool] = []
-
-    def recorded(self: RemainingOrder, snap: Snapshot) -> list[JobView]:
-        out = order(self, snap)
-        orders.append([j.id for j in out])
-        return out
-
-    def counted(keys: list[tuple[int, int, float]]) -> bool:
-        taken.append(one_class(keys))
-        return taken[-1]
-
-    runs = {}
-    for fast in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(RemainingOrder, "__call__", recorded)
-            patch.setattr(RemainingOrder, "one_class", fast)
-            patch.setattr(las, "_one_class", counted)
-            orders.clear()
-            taken.clear()
-            runs[fast] = replay(patch, workload())[0], list(orders), list(taken)
-    (fast_plans, fast_orders, fast_taken), (slow_plans, slow_orders, slow_taken) = runs[True], runs[False]
-    same_plans(fast_plans, slow_plans)
-    assert fast_orders == slow_orders
-    assert not slow_taken and len(fast_taken) > 50
-    assert all(fast_taken) if workload is mixed else any(fast_taken) and not all(fast_taken)
+    fast, slow = on_and_off(monkeypatch, lambda: plans(workload()), (RemainingOrder, "one_class"),
+                            spies={"orders": (RemainingOrder, "__call__", ids), "taken": (las, "_one_class")})
+    assert fast.calls["orders"] == slow.calls["orders"]
+    taken = fast.calls["taken"]
+    assert not slow.calls["taken"] and len(taken) > 50
+    assert all(taken) if workload is mixed else any(taken) and not all(taken)

@@ -11,19 +11,16 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from tests.replay_helpers import Recorder, same_plans
+from tests.replay_helpers import on_and_off, preset_plans
 
 from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
-from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation, Placement
-from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import Role, simple_job
 from trainmaster.core.states import JobState
-from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.engines.sim.engine import SimConfig
 from trainmaster.policies.backfill import Kept, predicted_finishes
 from trainmaster.policies.fairshare import FairPlace
-from trainmaster.policies.registry import make_policy
-from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.snapshot import JobView, Plan
 from trainmaster.workloads.ps_truth import ps_workload
 
 
@@ -32,36 +29,16 @@ def replay() -> list[Plan]:
     base = ps_workload(24, rate_per_hour=40, seed=3)
     jobs = tuple(replace(j, spec=replace(j.spec, roles={r: replace(s, max=s.min) for r, s in j.spec.roles.items()}))
                  if i < 8 or i % 3 == 0 else j for i, j in enumerate(base.jobs))
-    recorder = Recorder(make_policy("trainmaster"))  # type: ignore[arg-type]
-    engine = SimEngine(parse_shorthand("3x4"), replace(base, jobs=jobs),
-                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL))
-    controller = Controller(engine, recorder)  # type: ignore[arg-type]
-    controller.run()
-    assert controller.summary().finished == 24
-    return recorder.plans
+    return preset_plans("trainmaster", replace(base, jobs=jobs), "3x4",
+                        SimConfig(report_interval=LEARNING_REPORT_INTERVAL), all_finish=True)
 
 
 def test_running_pass_skipped_plans_as_walking_every_job(monkeypatch: pytest.MonkeyPatch) -> None:
     """`FairPlace.skip_kept`: the running-jobs pass only when some holder's size differs from what it holds."""
-    verdicts: list[bool] = []
-    check = FairPlace._any_resize
-
-    def counted(self: FairPlace, snap: Snapshot, allocations: dict[str, Allocation],
-                sizes: dict[str, dict[Role, int]]) -> bool:
-        verdicts.append(check(self, snap, allocations, sizes))
-        return verdicts[-1]
-
-    runs = {}
-    for skip in (True, False):
-        with monkeypatch.context() as patch:
-            patch.setattr(FairPlace, "_any_resize", counted)
-            patch.setattr(FairPlace, "skip_kept", skip)
-            verdicts.clear()
-            runs[skip] = replay(), list(verdicts)
-    (fast, fast_verdicts), (slow, slow_verdicts) = runs[True], runs[False]
-    same_plans(fast, slow)
-    assert not slow_verdicts  # (the reference never asks)
-    assert len(fast_verdicts) == len(fast) and 0 < sum(fast_verdicts) < len(fast)  # skipped at some, not all
+    fast, slow = on_and_off(monkeypatch, replay, (FairPlace, "skip_kept"), spies={"resize": (FairPlace, "_any_resize")})
+    verdicts = fast.calls["resize"]
+    assert not slow.calls["resize"]  # (the reference never asks)
+    assert len(verdicts) == len(fast.plans) and 0 < sum(verdicts) < len(verdicts)  # skipped at some, not all
 
 
 def test_a_new_size_for_the_same_allocation_is_checked_again() -> None:

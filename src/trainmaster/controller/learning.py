@@ -71,6 +71,14 @@ class Learning:
         self._gpu_type: dict[str, tuple[Allocation | None, Cluster, JobSpec, str | None]] = {}
         self.groups = ModelGroups()  # waiting jobs without reports, one model per group (`grouped`)
         self._loose: dict[str, dict[str, JobRecord]] = {}  # job type -> its waiting jobs not in `groups`
+        # A reporting job's model is built once per snapshot (`publish`), not at each report: most are replaced
+        # by the job's next report before any snapshot reads them. Exact: between a job's report and the
+        # snapshot its model reads only its own learner and its type's shared state, and the book calls
+        # `_type_moving` before a report changes the latter. False: built at every report (the reference).
+        self.once_per_snapshot = True
+        self._unpublished: dict[str | None, dict[str, JobSpec]] = {}  # job type -> reported jobs, their spec
+        self.spared = 0  # reports whose model was never built (the job reported again first)
+        self.early = 0  # types published between snapshots because a report moved their shared state
 
     def _grouping(self) -> bool:
         """Whether newly published jobs without reports go to `groups` (their speed is their type's fit alone)."""
@@ -83,7 +91,7 @@ class Learning:
         return self.groups.view(self.controller.models)
 
     def __call__(self, report: Report, record: JobRecord) -> None:
-        """Report sink: learn from one report and republish the job's model."""
+        """Report sink: learn from one report; its job's model is built now or at `publish` (`once_per_snapshot`)."""
         book = self.book
         spec = record.spec
         before = book.priors.updates  # (`book.observe` updates the priors of this job's type and form alone)
@@ -97,10 +105,23 @@ class Learning:
         if spec.job_type and spec.job_type in self._stale and gpu_type is not None \
                 and gpu_type not in book.pooled_types(spec.job_type):
             self.refresh()  # (the type's GPU types are about to change: publish what they were)
-        book.observe(record.id, spec, report, record.allocation, gpu_type=gpu_type)
-        publish = book.published if self.lazy else book.model
-        self.controller.models[record.id] = publish(record.id, spec)
         job_type = spec.job_type
+        models = self.controller.models
+        if not self.once_per_snapshot or record.id not in models:  # (a first model at once: its key's place)
+            book.observe(record.id, spec, report, record.allocation, gpu_type)
+            models[record.id] = (book.published if self.lazy else book.model)(record.id, spec)
+        else:
+            unpublished = self._unpublished.get(job_type)
+            if unpublished is not None and unpublished.pop(record.id, None) is not None:
+                self.spared += 1  # (out before `observe`: its own learner moves now, its model is this report's)
+            if book.observe(record.id, spec, report, record.allocation, gpu_type, self._type_moving):
+                models[record.id] = (book.published if self.lazy else book.model)(record.id, spec)  # (see `observe`)
+            else:
+                book.learner(record.id, spec).loss_curve()  # (refits follow each report's point count, as if built)
+                unpublished = self._unpublished.get(job_type)  # (`_type_moving` may have built and dropped them)
+                if unpublished is None:
+                    unpublished = self._unpublished[job_type] = {}
+                unpublished[record.id] = spec
         if not job_type:
             return
         waiting = self._waiting.get(job_type, _NONE)
@@ -120,8 +141,32 @@ class Learning:
                     self.controller.models[jid] = book.model(jid, other.spec)
                 self._rebuild_groups(job_type)
 
+    def publish(self) -> None:
+        """Build the models of the jobs that reported since the last call (before each snapshot; a reader of
+        `controller.models` between snapshots calls it first)."""
+        while self._unpublished:
+            self._publish_type(next(iter(self._unpublished)))
+
+    def _type_moving(self, job_type: str) -> None:
+        """`ModelBook.observe`'s call before a report changes its type's shared state: build the type's
+        unpublished models from the state they were reported in (the reporting job's own is out already)."""
+        if self._unpublished.get(job_type):
+            self.early += 1
+            self._publish_type(job_type)
+
+    def _publish_type(self, job_type: str | None) -> None:
+        """Build the models of the type's jobs that reported since they were last built (`once_per_snapshot`)."""
+        unpublished = self._unpublished.pop(job_type, None)
+        if not unpublished:
+            return
+        build = self.book.published if self.lazy else self.book.model
+        models = self.controller.models
+        for jid, spec in unpublished.items():
+            models[jid] = build(jid, spec)
+
     def refresh(self) -> None:
         """Republish the models of the waiting jobs whose type's prior learned (before each snapshot)."""
+        self.publish()
         if not self._stale:
             return
         book, models = self.book, self.controller.models
@@ -221,6 +266,7 @@ class Learning:
                 if seen is not None and (model.form not in seen or model.speed is not seen[model.form]):
                     self._seen.pop(job_type)  # (published from another fit: check each job at the next refresh)
         elif what in _ENDED:
+            self._unpublished.get(record.spec.job_type, {}).pop(record.id, None)
             self.controller.models.pop(record.id, None)
             self.book.forget(record.id)
             self._gpu_type.pop(record.id, None)

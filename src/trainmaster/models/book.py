@@ -291,8 +291,17 @@ class ModelBook:
         return found
 
     def observe(self, job_id: str, spec: JobSpec, report: Report, alloc: Allocation | None = None,
-                gpu_type: str | None = None) -> None:
-        """Learn from one report; `gpu_type`: the one GPU type its allocation ran on (None: mixed or unknown)."""
+                gpu_type: str | None = None, moving: Callable[[str], None] | None = None) -> bool:
+        """Learn from one report; `gpu_type`: the one GPU type its allocation ran on (None: mixed or unknown).
+
+        True when the job's speed is fitted afresh from now (its rows changed shape or a count doubled): an own
+        fit is then kept from the first `model` built, with the rows of that moment, so a caller that builds
+        models later builds this one now.
+
+        `moving`: called with the job's type just before this report changes what the type's other jobs'
+        models are built from (its prior's rows; its pooled GPU-type rates once they hold two types, below
+        which `type_speed` reads none): a caller that builds their models later builds them first.
+        """
         learner = self.learner(job_id, spec)
         held = report.allocation or alloc
         speed = report.steps_per_s
@@ -303,12 +312,19 @@ class ModelBook:
                 pooled = self.type_rates.get(spec.job_type)
                 if pooled is None:  # (not `setdefault`: a TypeRates built per report only to be dropped)
                     pooled = self.type_rates[spec.job_type] = TypeRates()
+                types = pooled.types
+                if moving is not None and types and (len(types) > 1 or gpu_type not in types):
+                    moving(spec.job_type)
                 pooled.add(c, gpu_type, speed)
-        if learner.observe(report, held):
-            self._speed.pop(job_id, None)
-            self._law.pop(job_id, None)
-            if self.use_priors and spec.job_type:
-                self.priors.update(spec.job_type, learner.form, job_id, learner.rows, learner.local_max)
+        if not learner.observe(report, held):
+            return False
+        self._speed.pop(job_id, None)
+        self._law.pop(job_id, None)
+        if self.use_priors and spec.job_type:
+            if moving is not None:
+                moving(spec.job_type)
+            self.priors.update(spec.job_type, learner.form, job_id, learner.rows, learner.local_max)
+        return True
 
     def forget(self, job_id: str) -> None:
         """Drop a finished job's learner; its rows stay in its type's prior."""
@@ -356,12 +372,10 @@ class ModelBook:
     def _own_law(self, learner: JobLearner, own: list[Row], siblings: list[Row],
                  weights: list[float]) -> SpeedPredictor | None:
         """An all-reduce goodput law from the job's rows and its siblings', each row's micro-batches counted with
-        its job's local-batch cap (`priors.TypePriors`); as `fit` alone when no job of the type declares one."""
+        its job's local-batch cap (`priors.TypePriors`)."""
         caps: list[int | None] = [learner.local_max] * len(own)
         if siblings:
             caps += self.priors.local_maxes(learner.spec.job_type or "", learner.form, exclude=learner.job_id)
-        if all(m is None for m in caps):
-            return fit(learner.form, own + siblings, weights, cross_slope=False)
         table = [goodput_features(r.config, m) for r, m in zip(own + siblings, caps, strict=True)]
         return for_local_max(fit(learner.form, own + siblings, weights, cross_slope=False, table=table),
                              learner.local_max)

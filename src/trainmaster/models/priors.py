@@ -31,7 +31,7 @@ class TypePriors:
 
     Local-batch caps (`BatchRange.local_max`): each job's is kept with its rows. The goodput law's fit
     (`cross_slope=False`, all-reduce) counts each row's micro-batches with the cap of the job that ran it
-    (`goodput_features`: what that job computed), once any job of the type declares one; a job asking for
+    (`goodput_features`, kept per job as `features` are: what that job computed); a job asking for
     the prior predicts with its own (`speed.for_local_max`). Siblings that declare different caps thus share
     one fit: the fixed cost per micro-batch is the model's, the count each job's.
     """
@@ -69,7 +69,7 @@ class TypePriors:
                 shapes -= _shapes(old)
             shapes += _shapes(rows)
             table[job_id] = [features(form, c) for c in rows]
-            if local_max is not None and form is Form.ALLREDUCE:  # (an uncapped job's are its `features`)
+            if form is Form.ALLREDUCE:
                 self._micro.setdefault(key, {})[job_id] = [goodput_features(c, local_max) for c in rows]
         jobs[job_id] = dict(rows)
         jobs.move_to_end(job_id)
@@ -98,10 +98,6 @@ class TypePriors:
         caps = self._caps.get((job_type, form), {})
         return [caps.get(jid) for jid, rows in jobs.items() if jid != exclude for _ in rows]
 
-    def capped(self, job_type: str, form: Form) -> bool:
-        """Whether a job of the type (among those kept) declares a local-batch cap."""
-        return bool(self._caps.get((job_type, form)))
-
     def jobs(self, job_type: str, form: Form) -> int:
         return len(self._rows.get((job_type, form), {}))
 
@@ -121,11 +117,11 @@ class TypePriors:
                           for r in self.rows(job_type, form)}) >= min_configs
         if not enough:
             self._fits[key] = None
-        elif not cross_slope and form is Form.ALLREDUCE and self.capped(job_type, form):
+        elif not cross_slope and form is Form.ALLREDUCE:
             rows = self.rows(job_type, form)
-            if self.keep_features:  # (kept per job, as `_table`: an uncapped job's rows are its features)
-                table, micro = self._table[job_type, form], self._micro.get((job_type, form), {})
-                counted = [f for jid in self._rows[job_type, form] for f in micro.get(jid) or table[jid]]
+            if self.keep_features:  # (kept per job, as `_table`)
+                micro = self._micro[job_type, form]
+                counted = [f for jid in self._rows[job_type, form] for f in micro[jid]]
             else:
                 counted = [goodput_features(r.config, m)
                            for r, m in zip(rows, self.local_maxes(job_type, form), strict=True)]

@@ -97,9 +97,47 @@ def micro_batches(c: Config, local_max: int | None) -> int:
 
 
 def goodput_features(c: Config, local_max: int | None) -> tuple[float, ...]:
-    """The all-reduce `features` with the fixed term counted once per micro-batch (`micro_batches`)."""
+    """The goodput law's row (8 columns): the all-reduce `features` with the fixed term counted once per
+    micro-batch (`micro_batches`), then two terms in the local batch `m` that the sync terms lack.
+
+    - `single * m` (column 6, one node): co-located replicas slow each other more at large local batches
+      (the Pollux profiles' step time over 1 GPU's, per local sample: cifar10 +136 us on 2 GPUs, +83 on 4;
+      imagenet +87 / +361). A type's one-node rows are at the submitted batch (large local batches) while
+      sizing asks small ones: with a constant one-node sync `c1`, that growth lands in `c1` and the law puts
+      small one-node sizes ~20% slow (bench/results/trainmaster.md, fifteenth look).
+    - `multi * micro / m` (column 7, across nodes): the cross-node sync a step waits on shrinks as the
+      backward pass it overlaps grows (per local sample, over 1 GPU: imagenet -1,028 us on 2x2, -1,715 on
+      4x4; bert, deepspeech2, yolov3 the same sign; cifar10 flat). The sync overlaps the last micro-batch's
+      backward, so the micro-batch's local batch `m / micro`. Without it, a law that learned the one-node
+      growth (column 6) reads multi-node sizes at small local batches too fast, and at load 2 that cost
+      more than column 6 gained (sixteenth and seventeenth looks).
+
+    Each is fitted only where the rows tell it from the sync terms beside it (`separable`).
+    """
     row = features(Form.ALLREDUCE, c)
-    return row if local_max is None else (float(micro_batches(c, local_max)), *row[1:])
+    micro = float(micro_batches(c, local_max))
+    return (micro, *row[1:], row[2] * row[1], row[4] * micro / max(row[1], 1e-9))
+
+
+ONE_NODE_TERM, CROSS_NODE_TERM = 6, 7  # `goodput_features` columns fitted only where `separable`
+
+
+def separable(table: np.ndarray, term: int) -> bool:
+    """Whether the rows of a goodput `table` that `term` (`ONE_NODE_TERM` or `CROSS_NODE_TERM`) applies to tell it
+    from the sync terms of their regime (`c1`, `d1` on one node; `c2`, `d2` across nodes).
+
+    The columns (sync level, sync slope, term) must have a higher rank than the sync columns alone. One local
+    batch, or one global batch at two replica counts (local M/2 and M/4 on one node; M/8 and M/16 across
+    nodes: the term is then a line in the replicas), cannot: NNLS would split the sync between the terms at
+    random and carry the split to every other local batch. The cross-node slope `d2` counts here even where
+    the fit holds it at 0 (`CROSS_SLOPE_SIZES`): else the term would be that slope under another name.
+    """
+    level = 2 if term == ONE_NODE_TERM else 4
+    part = table[table[:, level] > 0][:, [level, level + 1, term]]
+    if not len(part):
+        return False
+    part = part / np.maximum(np.linalg.norm(part, axis=0), 1e-300)
+    return bool(np.linalg.matrix_rank(part, tol=1e-6) > np.linalg.matrix_rank(part[:, :2], tol=1e-6))
 
 
 def time_like(form: Form, c: Config, steps_per_s: float) -> float:
@@ -147,9 +185,10 @@ class SpeedFit(SpeedPredictor):
 
 @dataclass(frozen=True)
 class MicroFit(SpeedFit):
-    """An all-reduce law whose fixed term counts the micro-batches of a job that declares `local_max`."""
+    """The all-reduce goodput law (`goodput_features`), predicting for a job whose cap is `local_max` (None: it
+    declares none, one micro-batch)."""
 
-    local_max: int = 1
+    local_max: int | None = None
 
     def steps_per_s(self, c: Config) -> float:
         y = 0.0
@@ -159,8 +198,8 @@ class MicroFit(SpeedFit):
 
 
 def for_local_max(law: SpeedFit | None, local_max: int | None) -> SpeedFit | None:
-    """`law` (fitted on `goodput_features`) as it predicts for a job with `local_max` (a `MicroFit` if it has one)."""
-    if law is None or local_max is None or law.form is not Form.ALLREDUCE:
+    """`law` as it predicts for a job with `local_max` (a goodput law, `MicroFit`, takes the job's cap)."""
+    if not isinstance(law, MicroFit) or local_max is None:
         return law
     return MicroFit(law.form, law.theta, law.configs, local_max)
 
@@ -234,8 +273,8 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
         cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
     """NNLS on relative error; None without rows.
 
-    `table`: each row's `features`, when the caller keeps them (`priors.TypePriors`: a type's prior refits
-    after every update of one job's rows, the others' features unchanged).
+    `table`: each row's `features` (`goodput_features` for the goodput law), when the caller keeps them
+    (`priors.TypePriors`: a type's prior refits after every update of one job's rows, the others' unchanged).
 
     `cross_slope=False` (all-reduce only; the goodput law, `ModelBook.speed(optimistic=True)`): the
     cross-node sync per extra replica `d2` is held at 0, so `c2` is the mean cross-node sync, until
@@ -245,17 +284,23 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     every larger multi-node size; a third size is the least that tests a line. Pollux's own fit is
     optimistic the same way: it fixes the retrogression terms without the data to fit them and
     penalises them otherwise (petuum/adaptdl `adaptdl/goodput.py`, `fit_perf_params`, `_obj_fn`).
-    The goodput law also down-weights fragmented multi-node rows (`packing_weights`).
+    The goodput law also down-weights fragmented multi-node rows (`packing_weights`), and has two terms in
+    the local batch, one per sync regime, each held at 0 until its rows can tell it from that regime's sync
+    (`goodput_features`: its rows; without `table`, those of a job without a cap); it returns a `MicroFit`.
     """
     if not rows:
         return None
-    if form is Form.ALLREDUCE and not cross_slope:
+    goodput = form is Form.ALLREDUCE and not cross_slope
+    if goodput:
         share = packing_weights(rows)
         weights = [s * (1.0 if weights is None else weights[i]) for i, s in enumerate(share)]
+        if table is None:
+            table = [goodput_features(r.config, None) for r in rows]
     a = np.array([features(form, r.config) for r in rows] if table is None else table, dtype=float)
-    flat = form is Form.ALLREDUCE and not cross_slope and cross_sizes(rows) < CROSS_SLOPE_SIZES
-    if flat:
-        a[:, 5] = 0.0  # a zero column: NNLS leaves its coefficient at 0
+    held = [t for t in (ONE_NODE_TERM, CROSS_NODE_TERM) if not separable(a, t)] if goodput else []
+    if goodput and cross_sizes(rows) < CROSS_SLOPE_SIZES:
+        held.append(5)
+    a[:, held] = 0.0  # zero columns: NNLS leaves their coefficients at 0
     y = np.array([r.y for r in rows], dtype=float)
     w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=float)
     scale = np.sqrt(w) / y
@@ -266,8 +311,9 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
 
     theta, _ = nnls(a_s / norms, y * scale, maxiter=50 * a.shape[1])
     theta = theta / norms
-    if flat:
-        theta[5] = 0.0
+    theta[held] = 0.0
+    if goodput:
+        return MicroFit(form=form, theta=tuple(float(t) for t in theta), configs=_configs(rows))
     return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=_configs(rows))
 
 
@@ -282,7 +328,7 @@ def deferred_fit(form: Form, rows: Sequence[Row], *, cross_slope: bool = True,
     must not change afterwards (the caller's own lists); the same `theta`, bit for bit, as `fit` now."""
     if not rows:
         return None
-    out = object.__new__(SpeedFit)
+    out = object.__new__(MicroFit if form is Form.ALLREDUCE and not cross_slope else SpeedFit)  # (as `fit`)
     out.__dict__.update(form=form, configs=_configs(rows), _inputs=(form, rows, cross_slope, table))
     return out
 

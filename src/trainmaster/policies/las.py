@@ -21,11 +21,13 @@ import bisect
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, compress, count, islice, repeat, starmap
 from operator import and_, attrgetter, is_, itemgetter, not_
+from typing import ClassVar
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, JobSpec, Role
 from trainmaster.core.resources import Resources
 from trainmaster.models.book import JobModel
+from trainmaster.policies.cycle import GangKey, KeptGangs
 from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
 from trainmaster.policies.queues import job_order_key
 from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
@@ -36,6 +38,8 @@ _ID = attrgetter("id")
 _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 _SERVICES, _PRIORITY, _LEFT = itemgetter(0), itemgetter(1), itemgetter(2)  # of an order key
 _VIEW, _MODEL, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)  # of a `RemainingOrder.keys` entry
+_SIZE, _GANG = itemgetter(0), itemgetter(1)  # of a `KeptGangs.pairs` entry
+_NO_PAIR: tuple[object, None] = (object(), None)  # (no size is this object)
 _UNSEEN = (None, None, (1, 0, -1.0))  # a missing entry: its view (None) is no job's, so it never serves
 
 
@@ -197,6 +201,7 @@ class SameClassLowerRank(VictimRule):
             if not self.lazy_sums:
                 self._suffix(key, 0)
         self._last: tuple[JobView, tuple[tuple[str, int], int] | None] | None = None  # `_class`, kept
+        self.ordered: list[JobView] | None = None  # claimants already in this rule's order (`LasPreempt`)
 
     @staticmethod
     def _after(ws: Workspace, blocked: Sequence[JobView]) -> list[str]:
@@ -247,6 +252,8 @@ class SameClassLowerRank(VictimRule):
         return found
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
+        if blocked is self.ordered:  # (`LasPreempt` sorted them already)
+            return blocked
         return sorted(blocked, key=self._rank)
 
     def exhausted(self, claimant: JobView) -> bool:
@@ -288,3 +295,58 @@ def las_preempt(snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[J
     if not blocked:
         return []
     return preempt_with(snap, blocked, ws, SameClassLowerRank(ws, blocked))
+
+
+class LasPreempt:
+    """`las_preempt` with the claimants' gang keys kept across decisions (a preset's state: one per cycle).
+
+    A queue-aware place phase (`fair_place`) leaves no keyed line, so `preempt_with` looked up and built a
+    `gang_key` tuple per claimant in a Python step, and, with no keys found beforehand, stepped through the
+    rest of an exhausted pass one claimant at a time (a busy line: ~8,000 of 10,000 claimants per decision).
+    Here each claimant's key is kept per view and size object in a `cycle.KeptGangs` (numbered: an int; a
+    key reads the view's spec, the size and the cluster's `mixed` alone, the view is frozen and the kept
+    sizes hand an unchanged job the same mapping), read for the claimants in C-level passes, and handed to
+    `preempt_with` by position (`keys`), which then also leaves the exhausted rest blocked in runs. A key is
+    None, as `preemption._claimant_key` says, for a job holding tasks in its view, without a size, or held or
+    rejected in this workspace. Switch: `LasPreempt.kept_keys = False` is `las_preempt` (the reference).
+    """
+
+    kept_keys: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.memo = KeptGangs()
+        self.keyed = 0  # claimants handed a kept key (a counter the replay test reads)
+
+    def __call__(self, snap: Snapshot, blocked: list[JobView], ws: Workspace) -> list[JobView]:
+        if not blocked or not self.kept_keys or not KeptGangs.kept or not KeptGangs.numbered:
+            return las_preempt(snap, blocked, ws)
+        rule = SameClassLowerRank(ws, blocked)
+        claimants = rule.claimants(blocked)
+        rule.ordered = claimants
+        return preempt_with(snap, claimants, ws, rule, self._keys(claimants, ws))
+
+    def _keys(self, claimants: list[JobView], ws: Workspace) -> list[GangKey | None]:
+        """Each claimant's `_claimant_key`, numbered (class doc)."""
+        memo, mixed = self.memo, ws.memo.traits.mixed
+        memo.start(mixed, len(ws.snap.jobs))
+        pairs, views = memo.pairs, memo.views
+        ids = list(map(_ID, claimants))
+        wants = list(map(ws.want.get, ids))
+        found = list(map(pairs.get, ids, repeat(_NO_PAIR)))
+        same = map(and_, map(is_, map(_SIZE, found), wants), map(is_, map(views.get, ids), claimants))
+        keys: list[GangKey | None] = list(map(_GANG, found))
+        for k in compress(count(), map(not_, same)):  # (a new view or size: a few per decision)
+            job, want = claimants[k], wants[k]
+            if want is None:
+                keys[k] = None
+                continue
+            key = keys[k] = None if job.allocation.tasks else memo.key(job.spec, want, mixed)
+            pairs[ids[k]], views[ids[k]] = (want, key), job
+        allocations, rejected = ws.allocations, ws.rejected
+        out = set(compress(ids, map(allocations.__contains__, ids)))  # (held or rejected here: no key)
+        if rejected:
+            out.update(compress(ids, map(rejected.__contains__, ids)))
+        if out:
+            keys = [None if jid in out else key for jid, key in zip(ids, keys, strict=True)]
+        self.keyed += len(keys) - keys.count(None)
+        return keys

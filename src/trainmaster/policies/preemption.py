@@ -184,9 +184,10 @@ class VictimRule(ABC):
     # at a time, found by C-level passes over their keys (`_skippable`), instead of a Python step each (a long
     # line on a busy cluster: thousands per decision). False: a step per claimant (the reference).
     skip_runs = True
-    # (Fewer claimants left: a step each costs less than the passes' set-up. Only where the place phase keyed
-    # the line, `Workspace.gangs`: keying thousands afresh at once keeps as many new tuples alive, and the
-    # collector's passes they bring cost trainmaster's busy decision more than the steps spared.)
+    # (Fewer claimants left: a step each costs less than the passes' set-up. Only where the claimants were keyed
+    # beforehand -- the place phase's line, `Workspace.gangs`, or a hook's kept keys (`preempt_with`'s `given`):
+    # keying thousands afresh at once keeps as many new tuples alive, and the collector's passes they bring
+    # cost trainmaster's busy decision more than the steps spared.)
     skip_runs_from = 128
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
@@ -500,8 +501,12 @@ def _skippable(keys: list[GangKey | None], start: int, lost: set[GangKey], misfi
     return next(compress(count(start), map(not_, map(or_, gone, misfit))), len(keys))
 
 
-def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: VictimRule) -> list[JobView]:
-    """The one preemption (module doc): the jobs still blocked after it."""
+def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: VictimRule,
+                 given: list[GangKey | None] | None = None) -> list[JobView]:
+    """The one preemption (module doc): the jobs still blocked after it.
+
+    `given`: each claimant's `_claimant_key` by its position in `rule.claimants(blocked)`, where the caller
+    found them (a hook's kept keys: `las.LasPreempt`), read as the place phase's line keys are."""
     still: list[JobView] = []
     out: list[JobView] = []  # victims still out
     lost: set[GangKey] = set()  # `monotone` rules: gangs a claimant could not start even by evicting
@@ -518,6 +523,8 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     # (`Workspace.blocked_line`: the key `_claimant_key` finds, read by position instead of looked up).
     line = ws.blocked_line
     line_keys = line[1] if keyed and line is not None and line[0] is claimants else None
+    if keyed and given is not None:
+        line_keys = given
     done = False  # `rule.exhausted`: nobody has anybody to evict from here on; a claimant starts as is or not
     keys: list[GangKey | None] | None = None  # once `done` (`skip_runs`): the keys of claimants[after:]
     after, i, n = 0, 0, len(claimants)
@@ -555,7 +562,8 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                 lost.add(key)
             if rule.shortcuts and not done:
                 done = rule.exhausted(claimant)
-                if done and keyed and gangs and rule.skip_runs and n - i >= rule.skip_runs_from:
+                if (done and keyed and (gangs or line_keys is not None) and rule.skip_runs
+                        and n - i >= rule.skip_runs_from):
                     after = i
                     keys = (line_keys[i:] if line_keys is not None
                             else _keys(claimants[i:], wants, gangs, allocations, rejected, mixed))

@@ -78,7 +78,7 @@ from trainmaster.policies.cycle import AfterHook, Cycle, KeptSizes, OrderHook, S
 from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_pending
 from trainmaster.policies.fairshare import fair_place
 from trainmaster.policies.goodput import any_adaptive, choose_batches, switch_gain
-from trainmaster.policies.las import LasOrder, RemainingOrder, las_preempt
+from trainmaster.policies.las import LasOrder, LasPreempt, RemainingOrder
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
@@ -241,7 +241,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     if preemption:
         after.append(preempt(min_runtime, victim_index))
     if las:
-        after.append(las_preempt)
+        after.append(LasPreempt())
     if backfill == "reserve":
         after.append(backfill_hook(reserve_after))
     size: SizeHook = shrink_for_pending(strict, load_line) if elastic else current_or_min
