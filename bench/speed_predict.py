@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trainmaster.models import speed
-from trainmaster.models.speed import Config, Form, Row, features
+from trainmaster.models.speed import Config, Form, Row
 from trainmaster.workloads.pollux import load_profile
 from trainmaster.workloads.pollux_peer import PeerModel, peer_model
 
@@ -41,7 +41,7 @@ def truth(model: PeerModel, counts: Sequence[int], batch: int) -> tuple[Config, 
     fixed term counted per micro-batch (what a law that knew the job's local-batch cap would read)."""
     batching = model.batching(sum(counts), batch)
     c = Config(workers=sum(counts), nodes=sum(1 for n in counts if n > 0), batch=float(batching.batch))
-    return c, 1.0 / model.step_time(counts, batching), (float(batching.count), *features(Form.ALLREDUCE, c)[1:])
+    return c, 1.0 / model.step_time(counts, batching), speed.goodput_row(c, batching.count)
 
 
 def errors(app: str, batch: int, scenario: str, micro: bool = False) -> list[float]:

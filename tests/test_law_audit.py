@@ -28,7 +28,7 @@ def _alloc(*per_node: int) -> Allocation:
 def test_the_micro_batch_features_count_the_fixed_term_once_per_micro_batch(shared_data: Path) -> None:
     model = peer_model(load_profile(shared_data / "pollux" / "profiles" / "yolov3"))
     c, speed, x = truth(model, [3], 32)  # local 11 over yolov3's cap of 8: two micro-batches
-    assert x == (2.0, *features(Form.ALLREDUCE, c)[1:]) and speed > 0
+    assert x[:6] == (2.0, *features(Form.ALLREDUCE, c)[1:]) and len(x) == 8 and speed > 0
     assert truth(model, [4], 32)[2][0] == 1.0  # local 8: one
 
 

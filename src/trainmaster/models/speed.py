@@ -114,9 +114,14 @@ def goodput_features(c: Config, local_max: int | None) -> tuple[float, ...]:
 
     Each is fitted only where the rows tell it from the sync terms beside it (`separable`).
     """
+    return goodput_row(c, micro_batches(c, local_max))
+
+
+def goodput_row(c: Config, micro: int) -> tuple[float, ...]:
+    """`goodput_features` of `c` run as `micro` micro-batches per step (a caller that knows the count itself:
+    bench/speed_predict.py reads it from the peer's batching)."""
     row = features(Form.ALLREDUCE, c)
-    micro = float(micro_batches(c, local_max))
-    return (micro, *row[1:], row[2] * row[1], row[4] * micro / max(row[1], 1e-9))
+    return (float(micro), *row[1:], row[2] * row[1], row[4] * micro / max(row[1], 1e-9))
 
 
 ONE_NODE_TERM, CROSS_NODE_TERM = 6, 7  # `goodput_features` columns fitted only where `separable`
