@@ -6,9 +6,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.resources import Resources
+
+_NODE = attrgetter("node")
+_ZERO = Resources()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,15 @@ class Allocation:
     def nodes(self) -> tuple[str, ...]:
         return tuple(sorted({t.node for t in self.tasks}))
 
+    @property
+    def on_one_node(self) -> bool:
+        """Whether every task is on one node (False without tasks): `len(nodes) == 1` without building the
+        set or the sorted tuple (a C-level pass that stops at the first other node)."""
+        tasks = self.tasks
+        if not tasks:
+            return False
+        return all(map(tasks[0].node.__eq__, map(_NODE, tasks)))
+
     def per_node(self, spec: JobSpec) -> dict[str, Resources]:
         """Resources this allocation takes on each node. Read-only: cached for the last spec asked about."""
         cached = self.__dict__.get("_per_node")
@@ -64,7 +77,7 @@ class Allocation:
         out = {}
         for (role, node), n in self.counts.items():
             role_spec = spec.roles[role]
-            out[node] = out.get(node, Resources()) + role_spec.resources * n
+            out[node] = out.get(node, _ZERO) + role_spec.resources * n
         self.__dict__["_per_node"] = (spec, out)  # a memo, not a field: equality and hashing ignore it
         return out
 

@@ -87,14 +87,28 @@ class Resources:
             gpu=gpu,
         )
 
+    # The arithmetic builds its results as `resources_of` does, inline (no `__init__` frame, nor one of
+    # `resources_of`): ~0.6x the cost of `Resources(...)`, and these run for every placement.
     def __add__(self, other: Resources) -> Resources:
-        return Resources(self.cpu + other.cpu, self.memory + other.memory, self.gpu + other.gpu)
+        out = _NEW(Resources)
+        _SET_CPU(out, self.cpu + other.cpu)
+        _SET_MEMORY(out, self.memory + other.memory)
+        _SET_GPU(out, self.gpu + other.gpu)
+        return out
 
     def __sub__(self, other: Resources) -> Resources:
-        return Resources(self.cpu - other.cpu, self.memory - other.memory, self.gpu - other.gpu)
+        out = _NEW(Resources)
+        _SET_CPU(out, self.cpu - other.cpu)
+        _SET_MEMORY(out, self.memory - other.memory)
+        _SET_GPU(out, self.gpu - other.gpu)
+        return out
 
     def __mul__(self, n: int) -> Resources:
-        return Resources(self.cpu * n, self.memory * n, self.gpu * n)
+        out = _NEW(Resources)
+        _SET_CPU(out, self.cpu * n)
+        _SET_MEMORY(out, self.memory * n)
+        _SET_GPU(out, self.gpu * n)
+        return out
 
     __rmul__ = __mul__
 
@@ -135,3 +149,21 @@ class Resources:
         if self.memory:
             parts.append(f"mem={self.memory / 2**30:.3g}Gi")
         return ",".join(parts) or "none"
+
+
+_NEW = object.__new__
+# The slots' own setters (`frozen` guards `__setattr__`, not these; the dataclass `__init__` goes around it too).
+_SET_CPU = Resources.__dict__["cpu"].__set__
+_SET_MEMORY = Resources.__dict__["memory"].__set__
+_SET_GPU = Resources.__dict__["gpu"].__set__
+
+
+def resources_of(cpu: int, memory: int, gpu: int) -> Resources:
+    """`Resources(cpu, memory, gpu)` without the `__init__` frame (~1.7x cheaper): the same fields, equal and
+    hashing alike. For values that already are valid results of arithmetic on `Resources` (ints); `__init__`
+    checks nothing either (no `__post_init__`), so nothing is skipped but the frame."""
+    out = _NEW(Resources)
+    _SET_CPU(out, cpu)
+    _SET_MEMORY(out, memory)
+    _SET_GPU(out, gpu)
+    return out

@@ -62,6 +62,8 @@ def _shape_of(alloc: Allocation) -> tuple[int, int, int]:
     """Workers, parameter servers and nodes (the workers' without servers, else all) of an allocation."""
     workers = alloc.count(Role.WORKER)
     ps = alloc.count(Role.PS)
+    if alloc.on_one_node:  # (1 below either way)
+        return workers, ps, 1
     nodes = len({t.node for t in alloc.tasks if t.role is Role.WORKER}) if ps == 0 else len(alloc.nodes)
     return workers, ps, max(nodes, 1)
 

@@ -41,6 +41,8 @@ def batch_for(snap: Snapshot, job_id: str, alloc: Allocation) -> int | None:
 
 
 def _workers_nodes(alloc: Allocation) -> tuple[int, int]:
+    if alloc.on_one_node:  # (1 below, with or without workers)
+        return alloc.count(Role.WORKER), 1
     return alloc.count(Role.WORKER), len({t.node for t in alloc.tasks if t.role is Role.WORKER}) or 1
 
 

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, JobSpec, Role
-from trainmaster.core.resources import Resources
+from trainmaster.core.resources import Resources, resources_of
 from trainmaster.models.book import JobModel
 from trainmaster.policies.cycle import GangKey, KeptGangs
 from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
@@ -64,7 +64,8 @@ def predicted_remaining(snap: Snapshot, job: JobView) -> float | None:
         return None
     alloc = job.allocation
     if alloc:
-        workers, nodes = alloc.count(Role.WORKER), len({t.node for t in alloc.tasks if t.role is Role.WORKER})
+        workers = alloc.count(Role.WORKER)  # (one node: 1 below, with or without workers)
+        nodes = 1 if alloc.on_one_node else len({t.node for t in alloc.tasks if t.role is Role.WORKER})
     else:
         role = job.spec.roles.get(Role.WORKER)
         workers, nodes = (role.min if role is not None else 1), 1
@@ -230,7 +231,7 @@ class SameClassLowerRank(VictimRule):
             for alloc, spec in reversed(held[i:n - m + 1]):
                 total = total + alloc.resources(spec)
                 summed.append((total.cpu, total.memory, total.gpu))
-        return Resources(*summed[n - i])
+        return resources_of(*summed[n - i])
 
     def _rank(self, job: JobView) -> int:
         return self.ws.rank.get(job.id, self.last)

@@ -37,7 +37,7 @@ from typing import cast
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, Role
-from trainmaster.core.resources import Resources
+from trainmaster.core.resources import Resources, resources_of
 from trainmaster.policies.cycle import AfterHook, GangKey, gang_key
 from trainmaster.policies.queues import try_place
 from trainmaster.policies.snapshot import JobView, Snapshot
@@ -268,7 +268,7 @@ class LowerRank(VictimRule):
         held = list(map(Allocation.resources, map(allocations.__getitem__, ids),
                         map(_SPEC, map(jobs.__getitem__, ids))))
         self.held = dict(zip(ids, held, strict=True))
-        self.below = Resources(sum(map(_CPU, held)), sum(map(_MEMORY, held)), sum(map(_GPU, held)))
+        self.below = resources_of(sum(map(_CPU, held)), sum(map(_MEMORY, held)), sum(map(_GPU, held)))
         self.summed = self.cursor = start
 
     def _rank(self, jid: str) -> int:
@@ -301,8 +301,8 @@ class LowerRank(VictimRule):
         elif cursor > self.cursor:
             passed = list(map(self.held.__getitem__, islice(holders, self.cursor, cursor)))
             below = self.below
-            self.below = Resources(below.cpu - sum(map(_CPU, passed)), below.memory - sum(map(_MEMORY, passed)),
-                                   below.gpu - sum(map(_GPU, passed)))
+            self.below = resources_of(below.cpu - sum(map(_CPU, passed)), below.memory - sum(map(_MEMORY, passed)),
+                                      below.gpu - sum(map(_GPU, passed)))
             self.cursor = cursor
         return self.below
 

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.job import JobKind, Role
-from trainmaster.core.resources import Resources
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.workspace import Workspace, demand
 
@@ -33,12 +32,12 @@ def try_place(ws: Workspace, job: JobView, counts: Mapping[Role, int]) -> Alloca
     """
     held = ws.allocations.get(job.id)
     need = demand(job.spec, counts)
-    mine = held.resources(job.spec) if held else Resources()
+    mine = held.resources(job.spec) if held else None  # (None: it holds nothing here, no zero added on)
     queues = ws.queued
-    if queues and ws.book.hard_quota_blocks(job, need - mine):
+    if queues and ws.book.hard_quota_blocks(job, need if mine is None else need - mine):
         return ws.book.quota_problem(job, held, Allocation.of(Placement(r, "") for r, n in counts.items()
                                                               for _ in range(n))) or "above a hard quota"
-    if not need.fits_in(ws.total_free + mine):
+    if not need.fits_in(ws.total_free if mine is None else ws.total_free + mine):
         return None
     alloc = ws.choose(job, counts)
     if alloc is None:

@@ -28,7 +28,7 @@ from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
-from trainmaster.core.resources import Resources
+from trainmaster.core.resources import Resources, resources_of
 from trainmaster.policies.queuebook import HeldUsage, QueueBook, queue_name
 from trainmaster.policies.scoring import (
     TIGHTEST,
@@ -147,7 +147,8 @@ def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     """What `counts` replicas of the job's roles take in all."""
     if len(counts) == 1:  # one role (most gangs): one product, no running sum
         ((role, n),) = counts.items()
-        return spec.roles[role].resources * n
+        task = spec.roles[role].resources
+        return task if n == 1 else task * n  # (one task: its own resources, immutable; no product)
     out = Resources()
     for role, n in counts.items():
         out = out + spec.roles[role].resources * n
@@ -241,6 +242,11 @@ class Trial:
 
 class Workspace:
     """Mutable free capacity, tentative allocations and waits for one decision."""
+
+    # `_take` by `_take_lean`: integer sums, one new `Resources` per node and one for the total (False: the
+    # per-node `Resources` arithmetic, the reference). Exact: the same free capacity and total, each a new
+    # object where the reference makes one (`total_free`'s identity tells "nothing moved since").
+    lean_take = True
 
     def __init__(self, snap: Snapshot, *, empty: bool = False, memo: ClusterMemo | None = None,
                  scoring: Scoring = TIGHTEST) -> None:
@@ -365,6 +371,8 @@ class Workspace:
         self._trials.pop()
 
     def _take(self, spec: JobSpec, alloc: Allocation, sign: int) -> None:
+        """Take `alloc`'s resources from the free capacity (`sign` > 0) or give them back: the reference of
+        `_take_lean` (`lean_take` False)."""
         free, fit, class_fit = self.free, self._fit, self._class_fit
         for node, res in alloc.per_node(spec).items():
             if sign > 0:
@@ -379,15 +387,55 @@ class Workspace:
             if class_fit is not None:
                 class_fit[node].update(node)
 
+    def _take_lean(self, spec: JobSpec, alloc: Allocation, sign: int) -> None:
+        """`_take` (`sign` > 0: take `alloc`'s resources, < 0: give them back) without intermediate objects: the
+        free total moved by integers and built once, each node's free capacity built by `resources_of`, no
+        operator frames. A one-node allocation (most: `_find` places on one node when it can) skips the loop."""
+        free, fit, class_fit = self.free, self._fit, self._class_fit
+        per_node = alloc.per_node(spec)
+        if not per_node:  # (nothing taken: the total stays the same object, as in the reference)
+            return
+        total = self.total_free
+        if len(per_node) == 1:
+            ((node, res),) = per_node.items()
+            room = free[node]
+            if sign > 0:
+                free[node] = resources_of(room.cpu - res.cpu, room.memory - res.memory, room.gpu - res.gpu)
+                self.total_free = resources_of(total.cpu - res.cpu, total.memory - res.memory, total.gpu - res.gpu)
+            else:
+                free[node] = resources_of(room.cpu + res.cpu, room.memory + res.memory, room.gpu + res.gpu)
+                self.total_free = resources_of(total.cpu + res.cpu, total.memory + res.memory, total.gpu + res.gpu)
+                self._grown += 1
+            if fit is not None:
+                fit.update(node)
+            if class_fit is not None:
+                class_fit[node].update(node)
+            return
+        cpu, memory, gpu = total.cpu, total.memory, total.gpu
+        step = 1 if sign > 0 else -1
+        for node, res in per_node.items():
+            room = free[node]
+            c, m, g = res.cpu * step, res.memory * step, res.gpu * step
+            free[node] = resources_of(room.cpu - c, room.memory - m, room.gpu - g)
+            cpu, memory, gpu = cpu - c, memory - m, gpu - g
+            if fit is not None:
+                fit.update(node)
+            if class_fit is not None:
+                class_fit[node].update(node)
+        self.total_free = resources_of(cpu, memory, gpu)
+        if sign < 0:
+            self._grown += len(per_node)
+
     def _set(self, job: JobView, alloc: Allocation | None) -> None:
         """The one mutation: `job` now holds `alloc` (None: nothing). Trials and the book see it."""
         old = self.allocations.pop(job.id, None)
         if self._trials:
             self._trials[-1].undo.append((job, old))
-        if old:
-            self._take(job.spec, old, -1)
+        take = self._take_lean if self.lean_take else self._take
+        if old is not None and old.tasks:  # (`if old` without `Allocation.__bool__`'s frame)
+            take(job.spec, old, -1)
         if alloc is not None:
-            self._take(job.spec, alloc, +1)
+            take(job.spec, alloc, +1)
             self.allocations[job.id] = alloc
             self._assigned.add(job.id)
         if self._book is not None and (old or alloc):

@@ -93,7 +93,7 @@ class GavelTruth:
         types = {DEFAULT_GPU_TYPE}
         if cluster is not None:
             types = {(cluster.node(n).gpu_type or DEFAULT_GPU_TYPE).lower() for n in alloc.nodes if n in cluster}
-        consolidated = len(alloc.nodes) <= 1
+        consolidated = alloc.on_one_node or not alloc
         return min(self.throughput(t, gpus, consolidated) for t in types or {DEFAULT_GPU_TYPE})
 
     def loss(self, step: float) -> float | None:
