@@ -245,17 +245,21 @@ class SameClassLowerRank(VictimRule):
         if last is not None and last[0] is claimant:
             return last[1]
         found = None
-        if claimant.spec.kind is JobKind.TRAINING:
-            key = (self.ws.queue_of(claimant), claimant.spec.priority)
+        spec = claimant.spec
+        if spec.kind is JobKind.TRAINING:
+            key = (self.ws.queue_of(claimant), spec.priority)
             ranks = self.ranks.get(key)
-            found = None if ranks is None else (key, bisect.bisect_right(ranks, self._rank(claimant)))
+            if ranks is not None:  # (the claimant's rank read inline: `_rank`)
+                found = (key, bisect.bisect_right(ranks, self.ws.rank.get(claimant.id, self.last)))
         self._last = (claimant, found)
         return found
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         if blocked is self.ordered:  # (`LasPreempt` sorted them already)
             return blocked
-        return sorted(blocked, key=self._rank)
+        # (by rank in C-level steps, not a Python key call per blocked job: the same stable order)
+        ranks = list(map(self.ws.rank.get, map(_ID, blocked), repeat(self.last)))
+        return list(map(blocked.__getitem__, sorted(range(len(blocked)), key=ranks.__getitem__)))
 
     def exhausted(self, claimant: JobView) -> bool:
         """Claimants come in rank order and holders only leave: once every class's last holder is ranked
