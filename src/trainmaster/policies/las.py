@@ -273,24 +273,40 @@ class SameClassLowerRank(VictimRule):
         found = self._class(claimant)
         if found is None or found[1] >= len(self.ids[found[0]]):  # (`settled` keeps the last id a holder)
             return Resources()
-        return self._suffix(*found)
+        key, i = found
+        summed = self.summed[key]
+        back = len(self.held[key]) - i
+        if back < len(summed):  # (summed that far already: read, no `_suffix` frame)
+            return resources_of(*summed[back])
+        return self._suffix(key, i)
+
+    def _served(self, claimant: JobView) -> tuple[tuple[str, int], int] | None:
+        """`_class`, its kept answer read here when the claimant is the one `room` asked about (most calls)."""
+        last = self._last
+        return last[1] if last is not None and last[0] is claimant else self._class(claimant)
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
-        found = self._class(claimant)
+        found = self._served(claimant)
         if found is None:
             return
         key, first = found
         ids, ws = self.ids[key], self.ws
+        get = ws.allocations.get
         for i in range(len(ids) - 1, first - 1, -1):
-            if i < len(ids) and ws.allocations.get(ids[i]):
+            held = get(ids[i]) if i < len(ids) else None
+            if held is not None and held.tasks:  # (`.tasks`: no `Allocation.__bool__` frame)
                 yield ws.snap.jobs[ids[i]], RANK
 
     def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
-        found = self._class(claimant)
+        found = self._served(claimant)
         if found is None:
             return
         ids, ranks = self.ids[found[0]], self.ranks[found[0]]
-        while ids and not self.ws.allocations.get(ids[-1]):  # evicted for good: off the end
+        get = self.ws.allocations.get
+        while ids:  # evicted for good: off the end
+            held = get(ids[-1])
+            if held is not None and held.tasks:
+                break
             ids.pop()
             ranks.pop()
 
