@@ -8,6 +8,7 @@ random cases, and the one shortcut in placement (`try_place` without queues for 
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Mapping
 
@@ -19,6 +20,7 @@ from trainmaster.policies.backfill import _head
 from trainmaster.policies.fairshare import FairPlace
 from trainmaster.policies.las import SameClassLowerRank
 from trainmaster.policies.queues import try_place
+from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.trainmaster import OnlyWithServices, _any_elastic_training
 from trainmaster.policies.waits import WaitKind
@@ -130,3 +132,25 @@ def test_fair_place_reads_pending_jobs_with_a_size_only() -> None:
     assert set(ws.allocations) == {"r", "a", "b"} and ws.allocations["r"] == snap.jobs["r"].allocation
     assert [j.id for j in blocked] == ["c"] and "d" not in ws.waits
 
+
+
+def _busy_digest(pending_jobs: int) -> str:
+    """A digest of trainmaster's first and steady plans on the bench's busy snapshot: allocations and wait
+    kinds, in the plans' own order."""
+    snap = bench_snapshot(busy=True, pending=pending_jobs)
+    policy = make_policy("trainmaster")
+    text = []
+    for plan in (policy.decide(snap), policy.decide(snap)):
+        text.append(repr(list(plan.allocations.items())))
+        text.append(repr([(jid, wait.kind.value) for jid, wait in plan.waits.items()]))
+        text.append(repr(sorted(plan.reasons.items())))
+    return hashlib.sha256("\n".join(text).encode()).hexdigest()[:16]
+
+
+BUSY_PINNED = {3000: "c226ad07445a1e7a"}  # recorded with the code before Session 17 (57591eb)
+
+
+def test_busy_trainmaster_plans_are_pinned() -> None:
+    """The busy decision plans as before these reads (the LAS pass's room, victims and settling on its path:
+    2,000 holders, a line far longer than the victims make room for)."""
+    assert _busy_digest(3000) == BUSY_PINNED[3000]
