@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from bench.decision_time import snapshot as bench_snapshot
 from tests.builders import cluster, job, pending, running, snapshot
 
+from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import JobKind, Role
+from trainmaster.core.resources import Resources
 from trainmaster.policies.backfill import _head
 from trainmaster.policies.fairshare import FairPlace
 from trainmaster.policies.las import SameClassLowerRank
@@ -154,3 +156,38 @@ def test_busy_trainmaster_plans_are_pinned() -> None:
     """The busy decision plans as before these reads (the LAS pass's room, victims and settling on its path:
     2,000 holders, a line far longer than the victims make room for)."""
     assert _busy_digest(3000) == BUSY_PINNED[3000]
+
+
+def test_las_room_victims_and_settling_against_the_holders() -> None:
+    """`SameClassLowerRank`: `room` is what the claimant's class holders ranked after it held at set-up (read
+    inline once summed, any claimant order); `candidates` are those still holding tasks, lowest ranked first
+    (an entry emptied here is no victim); `settled` drops emptied entries off the end."""
+    snap = bench_snapshot(busy=True, pending=40)
+    rng = random.Random(11)
+    ids = list(snap.jobs)
+    rng.shuffle(ids)
+    ws = Workspace(snap)
+    ws.rank = {jid: k for k, jid in enumerate(ids)}
+    rule = SameClassLowerRank(ws)
+    holders = [snap.jobs[jid] for jid in ids if jid in ws.allocations]
+
+    def after(claimant: JobView) -> list[JobView]:
+        mine = ws.rank[claimant.id]
+        return [h for h in holders if ws.rank[h.id] > mine and ws.queue_of(h) == ws.queue_of(claimant)
+                and h.spec.priority == claimant.spec.priority and ws.allocations.get(h.id)]
+
+    claimants = [snap.jobs[jid] for jid in snap.pending_ids]  # type: ignore[union-attr]
+    for claimant in [*claimants, *rng.sample(claimants, len(claimants))]:  # (the second time: summed, inline)
+        want = sum((h.allocation.resources(h.spec) for h in after(claimant)), start=Resources())
+        assert rule.room(claimant) == want
+    claimant = min(claimants, key=lambda c: (not after(c), ws.rank[c.id]))  # (the first with victims)
+    victims = after(claimant)
+    assert len(victims) > 3
+    ws.assign(victims[1], Allocation())  # (emptied here: held nothing)
+    got = [job.id for job, _ in rule.candidates(claimant)]
+    assert got == [h.id for h in reversed(victims) if h is not victims[1]]
+    key = (ws.queue_of(claimant), claimant.spec.priority)
+    last = rule.ids[key][-1]
+    ws.assign(snap.jobs[last], Allocation())
+    rule.settled(claimant, [], False)
+    assert rule.ids[key][-1] != last and ws.allocations[rule.ids[key][-1]].tasks
