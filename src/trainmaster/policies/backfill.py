@@ -33,6 +33,7 @@ from trainmaster.policies.workspace import Workspace, minimum
 _ID, _KIND = attrgetter("id"), attrgetter("kind")
 _NO_WAIT = Wait(WaitKind.PRIORITY, "")  # (`_head`: a job without a wait here, whose kind is none for room)
 
+
 def _size(job: JobView, alloc: Allocation | None = None) -> int:
     """Work units a job runs on: GPUs, or tasks for CPU-only jobs."""
     alloc = job.allocation if alloc is None else alloc

@@ -280,13 +280,8 @@ class SameClassLowerRank(VictimRule):
             return resources_of(*summed[back])
         return self._suffix(key, i)
 
-    def _served(self, claimant: JobView) -> tuple[tuple[str, int], int] | None:
-        """`_class`, its kept answer read here when the claimant is the one `room` asked about (most calls)."""
-        last = self._last
-        return last[1] if last is not None and last[0] is claimant else self._class(claimant)
-
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
-        found = self._served(claimant)
+        found = self._class(claimant)
         if found is None:
             return
         key, first = found
@@ -298,7 +293,7 @@ class SameClassLowerRank(VictimRule):
                 yield ws.snap.jobs[ids[i]], RANK
 
     def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
-        found = self._served(claimant)
+        found = self._class(claimant)
         if found is None:
             return
         ids, ranks = self.ids[found[0]], self.ranks[found[0]]
