@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import and_, attrgetter, is_
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
+from trainmaster.core.states import JobState
 from trainmaster.policies.cycle import PlaceHook
 from trainmaster.policies.queuebook import QueueBook
 from trainmaster.policies.queues import try_place
@@ -28,7 +30,7 @@ from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
 from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, demand, room_wait
 
-_ID = attrgetter("id")
+_ID, _STATE = attrgetter("id"), attrgetter("state")
 
 
 def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
@@ -112,7 +114,9 @@ class FairPlace:
                     continue
                 if all(held.count(r) >= n for r, n in want.items()):
                     try_place(ws, job, want)
-        pending = [j for j in jobs if j.pending and j.id in sizes]
+        # (`JobView.pending` and a size, read in C-level passes: a Python step per live job spared)
+        waiting = map(is_, map(_STATE, jobs), repeat(JobState.PENDING))
+        pending = list(compress(jobs, map(and_, waiting, map(sizes.__contains__, map(_ID, jobs)))))
         head: JobView | None = None
         queues = ws.queued  # (as `try_place` reads it)
         rooms: dict[tuple[Resources, int, Resources], Wait] = {}  # one shared wait per gang that did not fit

@@ -245,17 +245,21 @@ class SameClassLowerRank(VictimRule):
         if last is not None and last[0] is claimant:
             return last[1]
         found = None
-        if claimant.spec.kind is JobKind.TRAINING:
-            key = (self.ws.queue_of(claimant), claimant.spec.priority)
+        spec = claimant.spec
+        if spec.kind is JobKind.TRAINING:
+            key = (self.ws.queue_of(claimant), spec.priority)
             ranks = self.ranks.get(key)
-            found = None if ranks is None else (key, bisect.bisect_right(ranks, self._rank(claimant)))
+            if ranks is not None:  # (the claimant's rank read inline: `_rank`)
+                found = (key, bisect.bisect_right(ranks, self.ws.rank.get(claimant.id, self.last)))
         self._last = (claimant, found)
         return found
 
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         if blocked is self.ordered:  # (`LasPreempt` sorted them already)
             return blocked
-        return sorted(blocked, key=self._rank)
+        # (by rank in C-level steps, not a Python key call per blocked job: the same stable order)
+        ranks = list(map(self.ws.rank.get, map(_ID, blocked), repeat(self.last)))
+        return list(map(blocked.__getitem__, sorted(range(len(blocked)), key=ranks.__getitem__)))
 
     def exhausted(self, claimant: JobView) -> bool:
         """Claimants come in rank order and holders only leave: once every class's last holder is ranked
@@ -269,7 +273,12 @@ class SameClassLowerRank(VictimRule):
         found = self._class(claimant)
         if found is None or found[1] >= len(self.ids[found[0]]):  # (`settled` keeps the last id a holder)
             return Resources()
-        return self._suffix(*found)
+        key, i = found
+        summed = self.summed[key]
+        back = len(self.held[key]) - i
+        if back < len(summed):  # (summed that far already: read, no `_suffix` frame)
+            return resources_of(*summed[back])
+        return self._suffix(key, i)
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         found = self._class(claimant)
@@ -277,8 +286,10 @@ class SameClassLowerRank(VictimRule):
             return
         key, first = found
         ids, ws = self.ids[key], self.ws
+        get = ws.allocations.get
         for i in range(len(ids) - 1, first - 1, -1):
-            if i < len(ids) and ws.allocations.get(ids[i]):
+            held = get(ids[i]) if i < len(ids) else None
+            if held is not None and held.tasks:  # (`.tasks`: no `Allocation.__bool__` frame)
                 yield ws.snap.jobs[ids[i]], RANK
 
     def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
@@ -286,7 +297,11 @@ class SameClassLowerRank(VictimRule):
         if found is None:
             return
         ids, ranks = self.ids[found[0]], self.ranks[found[0]]
-        while ids and not self.ws.allocations.get(ids[-1]):  # evicted for good: off the end
+        get = self.ws.allocations.get
+        while ids:  # evicted for good: off the end
+            held = get(ids[-1])
+            if held is not None and held.tasks:
+                break
             ids.pop()
             ranks.pop()
 

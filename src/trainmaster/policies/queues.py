@@ -31,9 +31,16 @@ def try_place(ws: Workspace, job: JobView, counts: Mapping[Role, int]) -> Alloca
     Without queue definitions there are no quotas and the book is never built.
     """
     held = ws.allocations.get(job.id)
+    queues = ws.queued
+    if not queues and (held is None or not held.tasks) and not job.allocation.tasks:
+        # (no quota, nothing held, nowhere it runs now: `choose` is `find`, whose first step is the fit test
+        # below: one `demand` and one test per placement, not two; a busy LAS pass places thousands this way)
+        alloc = ws.find(job, counts)
+        if alloc is not None:
+            ws.assign(job, alloc)
+        return alloc
     need = demand(job.spec, counts)
     mine = held.resources(job.spec) if held else None  # (None: it holds nothing here, no zero added on)
-    queues = ws.queued
     if queues and ws.book.hard_quota_blocks(job, need if mine is None else need - mine):
         return ws.book.quota_problem(job, held, Allocation.of(Placement(r, "") for r, n in counts.items()
                                                               for _ in range(n))) or "above a hard quota"
