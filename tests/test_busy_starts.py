@@ -147,7 +147,7 @@ def _claimant_snap(extra: Resources) -> tuple[Any, Resources]:
     cl = cluster(1, 4)
     task = Resources(extra.cpu, extra.memory, 1 + extra.gpu)
     claimant = pending("c", 1, per_task=task)
-    victim = running("v", 4, on="n0", submit=5.0, attained=1e9)
+    victim = running("v", 4, on="n0", submit=5.0, attained=1e9, per_task=Resources(1000, 2**30, 1))  # (room in each)
     return snapshot(cl, claimant, victim), cl.nodes[0].capacity
 
 
