@@ -22,7 +22,7 @@ from trainmaster.core.resources import Resources
 from trainmaster.policies import preemption
 from trainmaster.policies.preemption import LowerRank, preempt_lower
 from trainmaster.policies.snapshot import JobView
-from trainmaster.policies.workspace import Workspace, _FitIndex, demand
+from trainmaster.policies.workspace import _CPU_FLOOR, _POSITION_MASK, Workspace, _fit_key, _FitIndex, demand
 
 
 # -- the fit index --------------------------------------------------------------------------------
@@ -51,7 +51,8 @@ def test_tightest_is_the_scan_on_random_free_maps() -> None:
             allowed = frozenset(n for n in names if rng.random() < 0.9)
             assert index.tightest(need, allowed) == _tightest_by_scan(free, names, need, allowed)
         assert index.order == sorted(index.keys.values())  # (moved in place: still sorted, one key per node)
-        assert index.keys == {n: (free[n].gpu, free[n].cpu, i, n) for i, n in enumerate(names)}
+        assert index.keys == {n: _fit_key(free[n].gpu, free[n].cpu, i) for i, n in enumerate(names)}
+        assert all(index.position(n) == i and index.names[i] == n for i, n in enumerate(names))
 
 
 def test_tightest_past_the_last_entry_is_none() -> None:
@@ -66,14 +67,30 @@ def test_update_of_the_cpu_alone_moves_the_key() -> None:
     """Same GPUs, other CPU: the key moves (the comparison reads both fields); same both: nothing moves."""
     free = {"a": Resources(4000, 0, 1), "b": Resources(2000, 0, 1)}
     index = _FitIndex(free, ["a", "b"])
-    assert [k[3] for k in index.order] == ["b", "a"]
+    assert index.order == [_fit_key(1, 2000, 1), _fit_key(1, 4000, 0)]
     free["a"] = Resources(1000, 0, 1)
     index.update("a")
-    assert [k[3] for k in index.order] == ["a", "b"] and index.keys["a"] == (1, 1000, 0, "a")
-    order = index.order
+    assert index.order == [_fit_key(1, 1000, 0), _fit_key(1, 2000, 1)] and index.keys["a"] == _fit_key(1, 1000, 0)
+    order = list(index.order)
     free["a"] = Resources(1000, 2**30, 1)  # (memory is not in the key)
     index.update("a")
-    assert index.order is order and index.keys["a"] == (1, 1000, 0, "a")
+    assert index.order == order and index.keys["a"] == _fit_key(1, 1000, 0)
+
+
+def test_fit_keys_sort_as_their_tuples() -> None:
+    """The packed key orders as (gpu, cpu, position) across the whole stated range: negative free capacity (an
+    overfilled node), CPU near +-2**63, positions up to 2**32 - 1; and gives the position back."""
+    rng = random.Random(1717)
+    edges = (0, 1, -1, 2**62, -(2**62), 2**63 - 1, -(2**63))
+    rows = []
+    for _ in range(3000):
+        gpu = rng.choice((0, 1, 8, -1, 2**20, rng.randint(-(2**40), 2**40)))
+        cpu = rng.choice((*edges, rng.randint(-(2**63), 2**63 - 1)))
+        position = rng.choice((0, 1, 2**32 - 1, rng.randint(0, 2**32 - 1)))
+        rows.append((gpu, cpu, position))
+    assert sorted(rows) == sorted(rows, key=lambda t: _fit_key(*t))
+    assert all(_fit_key(*t) & _POSITION_MASK == t[2] for t in rows)
+    assert all(_fit_key(g, _CPU_FLOOR, 0) <= _fit_key(g, c, p) < _fit_key(g + 1, _CPU_FLOOR, 0) for g, c, p in rows)
 
 
 # -- building allocations -----------------------------------------------------------------------
