@@ -249,3 +249,23 @@ def test_busy_preemption_starts_claimants_on_one_node() -> None:
     for a in started.values():
         (task,) = a.tasks
         assert a == Allocation.of([Placement(Role.WORKER, task.node)])
+
+
+def test_holding_some_by_the_index_is_the_scan() -> None:
+    """`_holding_some` read off the fit index (nodes with enough free GPUs, in cluster order) gives the very dict,
+    order included, that the scan over the pool gives; on random free maps, some nodes overfilled (negative CPU)."""
+    rng = random.Random(1729)
+    cl = cluster(40, 8)
+    for _ in range(60):
+        snap = snapshot(cl, pending("g", rng.choice((1, 2, 8)), per_task=Resources(rng.choice((0, 500)), 0,
+                                                                                     rng.randint(0, 3))))
+        ws = Workspace(snap)
+        for name in ws.free:
+            ws.free[name] = Resources(rng.choice((-4000, 0, 1000, 8000)), 2**34, rng.choice((0, 0, 0, 1, 2, 4, 8)))
+        spec = snap.jobs["g"].spec
+        counts = {Role.WORKER: spec.roles[Role.WORKER].min}
+        pool = ws.memo.pool(spec)
+        scanned = ws._holding_some(spec, counts, pool)
+        ws._fit = _FitIndex(ws.free, (n.name for n in cl.nodes))
+        indexed = ws._holding_some(spec, counts, pool)
+        assert list(indexed.items()) == list(scanned.items())
