@@ -107,6 +107,21 @@ def test_on_node_is_of(role: Role) -> None:
     assert alloc.per_node(spec) == {"n1": need} and alloc.gpus(spec) == 3
 
 
+def test_spread_falls_back_to_the_greedy_fill(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the even spread fails, the gang goes where the greedy fill put it (most free first), as placements."""
+    cl = cluster(3, 4)
+    snap = snapshot(cl, running("r", 3, on="n0"), running("s", 1, on="n1"), pending("g", 5))
+    ws = Workspace(snap)
+    spec = snap.jobs["g"].spec
+    counts = {Role.WORKER: 5}
+    even = ws._spread(spec, counts, dict(ws.free), [])
+    assert even is not None and even.role_counts == {Role.WORKER: 5}
+    monkeypatch.setattr(Workspace, "_even", staticmethod(lambda *args: None))
+    greedy = ws._spread(spec, counts, dict(ws.free), [])
+    assert greedy == Allocation.of([Placement(Role.WORKER, "n2")] * 4 + [Placement(Role.WORKER, "n1")])
+    assert greedy is not None and all(type(t) is Placement for t in greedy.tasks)
+
+
 def test_of_sorts_as_placement_order() -> None:
     """`Allocation.of` by its C-level key: the order `Placement.__lt__` gives, on random multisets."""
     rng = random.Random(71)
