@@ -392,11 +392,13 @@ class QueueRules(VictimRule):
             self.holders.sync(claimant.id)
 
 
-def _place(rule: VictimRule, ws: Workspace, job: JobView, want: Mapping[Role, int]) -> bool:
+def _place(rule: VictimRule, ws: Workspace, job: JobView, want: Mapping[Role, int],
+           need: Resources | None = None) -> bool:
+    """Place `job`'s gang of `want` as things stand now; `need`: its `demand`, where known."""
     if rule.quota_aware:
         result = try_place(ws, job, want)
         return result is not None and not isinstance(result, str)
-    alloc = ws.find(job, want)
+    alloc = ws.find(job, want, need=need)
     if alloc is not None:
         ws.assign(job, alloc)
     return alloc is not None
@@ -419,14 +421,18 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
         # Nobody to evict: it starts as is (known not to fit) or not at all.
         rule.settled(claimant, [], False)
         return None
-    if room is not None and not demand(claimant.spec, want).fits_in(ws.total_free + room):
-        if key is not None:  # (so it does not fit as is either)
-            misfits[key] = ws.total_free
-        return None
+    need = None
+    if room is not None:  # (what it needs, asked once: `find` is given it)
+        need, free = demand(claimant.spec, want), ws.total_free
+        if not (need.gpu <= free.gpu + room.gpu and need.cpu <= free.cpu + room.cpu
+                and need.memory <= free.memory + room.memory):  # (`fits_in(free + room)`, no sum built)
+            if key is not None:  # (so it does not fit as is either)
+                misfits[key] = free
+            return None
     # A placement as is changes nothing when it fails (`find`, then `assign`): the trial opens after it
     # (`try_place` under quotas may: then before). Kept as is, it is recorded where the trial would put it.
     trial = ws.trial() if rule.quota_aware else None
-    placed = rule.try_first and not misfit and _place(rule, ws, claimant, want)
+    placed = rule.try_first and not misfit and _place(rule, ws, claimant, want, need)
     if placed and trial is None:
         return []
     if rule.try_first and not placed and key is not None:
@@ -439,7 +445,7 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
             held = ws.release(victim)
             assert held is not None
             evicted.append((victim, held, kind))
-            if _place(rule, ws, claimant, want):
+            if _place(rule, ws, claimant, want, need):
                 placed = True
                 break
     if not placed:
