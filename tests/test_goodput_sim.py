@@ -25,7 +25,7 @@ from trainmaster.core.job import BatchRange, Role, Target, simple_job
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import ModelBook
-from trainmaster.models.goodput import STRETCH, STRETCH_UP, NoiseScale, batch_candidates
+from trainmaster.models.goodput import STRETCH, NoiseScale, batch_candidates
 from trainmaster.policies.las import RemainingOrder, predicted_remaining
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.workloads.base import Workload, WorkloadJob
@@ -161,9 +161,9 @@ def test_batch_candidates_stay_in_bounds_and_near_what_was_measured(
         return
     assert min(free) <= min(got) and max(got) <= max(free)  # within the job's bounds
     if measured is not None:
-        near = [b for b in free if measured[0] / STRETCH <= b / workers <= measured[1] * STRETCH_UP]
+        near = [b for b in free if measured[0] / STRETCH <= b / workers <= measured[1] * STRETCH]
         if near:  # the trust region meets the bounds: nothing outside it
-            assert all(measured[0] / STRETCH - 1 <= b / workers <= measured[1] * STRETCH_UP for b in got)
+            assert all(measured[0] / STRETCH - 1 <= b / workers <= measured[1] * STRETCH for b in got)
         else:  # it does not: the bound nearest to it
             assert len(got) == 1 and got[0] in (min(free), max(free))
 

@@ -27,13 +27,7 @@ from trainmaster.models.speed import Config, SpeedPredictor
 
 SMOOTHING = 0.5  # weight of the newest report in the (log-space) moving averages
 CANDIDATES = 24  # batch sizes tried per configuration, geometric between the bounds
-# A fitted speed law is trusted this factor below the smallest local batch it was measured at, and `STRETCH_UP`
-# above the largest. Why not one factor: at small local batches the sync a step waits on dominates, and the law's
-# cross-node sync is still wrong at unseen sizes (4 below cost 2.9% at load 0.5); at large ones compute dominates,
-# the law holds, and as the noise scale grows the best batch outruns a 2x reach (bench/results/trainmaster.md,
-# eighteenth look).
-STRETCH = 2.0
-STRETCH_UP = 4.0
+STRETCH = 2.0  # a fitted speed law is trusted this factor beyond the local batches it was measured at
 
 
 def gain(batch: float, base: float, noise: float) -> float:
@@ -104,14 +98,14 @@ def batch_candidates(bounds: BatchRange, workers: int, local: tuple[float, float
     """Global batches to try on `workers` replicas: whole multiples of `workers` within the bounds.
 
     `local`: the smallest and largest local batch the speed law was measured at;
-    candidates stay within `STRETCH` below and `STRETCH_UP` above them (a trust region: a law fitted on a
+    candidates stay within `STRETCH` of them (a trust region: a law fitted on a
     few points extrapolates badly, and each run at a new batch widens it).
     """
     w = max(workers, 1)
     lo = max(-(-bounds.min // w), 1)  # local batch
     hi = bounds.max // w
     if local is not None and hi >= lo:
-        lo, hi = min(max(lo, math.ceil(local[0] / STRETCH)), hi), max(min(hi, math.floor(local[1] * STRETCH_UP)), lo)
+        lo, hi = min(max(lo, math.ceil(local[0] / STRETCH)), hi), max(min(hi, math.floor(local[1] * STRETCH)), lo)
     if hi < lo:
         return [lo * w]  # the range is narrower than one sample per worker: the smallest even split
     if hi == lo:
