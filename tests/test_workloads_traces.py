@@ -132,3 +132,21 @@ def test_unknown_header(tmp_path: Path) -> None:
         load_workload(str(path))
     with pytest.raises(SpecError, match="--limit"):
         load_workload("synthetic:3", limit=0)
+
+
+@pytest.mark.parametrize(
+    "duration, gpus, field",
+    [("nan", "1", "duration 'nan'"), ("inf", "1", "duration 'inf'"), ("-5", "1", "duration '-5'"),
+     ("60", "0", "num_gpus '0'")],
+)
+def test_philly_rows_out_of_range_are_refused_at_their_line(tmp_path: Path, duration: str, gpus: str,
+                                                            field: str) -> None:
+    """A NaN duration once replayed forever (the job never finished); each out-of-range field is named."""
+    path = tmp_path / "philly.csv"
+    path.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 06:13:03,60.0,1,60.0,a\n"
+                    f"2017-10-09 07:01:55,{duration},{gpus},66.0,a\n")
+    with pytest.raises(SpecError, match=f"philly.csv:3: {field} is out of range") as err:
+        load_workload(str(path))
+    assert "\n" not in str(err.value)
+    path.write_text(path.read_text().replace(f"{duration},{gpus},", "0,1,"))  # zero seconds is a valid row
+    assert [j.truth.duration for j in load_workload(str(path)).jobs] == [60.0, 0.0]
