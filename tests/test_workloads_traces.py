@@ -136,8 +136,8 @@ def test_unknown_header(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "duration, gpus, field",
-    [("nan", "1", "duration 'nan'"), ("inf", "1", "duration 'inf'"), ("-5", "1", "duration '-5'"),
-     ("60", "0", "num_gpus '0'")],
+    [("nan", "1", "duration nan"), ("inf", "1", "duration inf"), ("-5", "1", "duration -5.0"),
+     ("60", "0", "num_gpus 0")],
 )
 def test_philly_rows_out_of_range_are_refused_at_their_line(tmp_path: Path, duration: str, gpus: str,
                                                             field: str) -> None:
@@ -150,3 +150,13 @@ def test_philly_rows_out_of_range_are_refused_at_their_line(tmp_path: Path, dura
     assert "\n" not in str(err.value)
     path.write_text(path.read_text().replace(f"{duration},{gpus},", "0,1,"))  # zero seconds is a valid row
     assert [j.truth.duration for j in load_workload(str(path)).jobs] == [60.0, 0.0]
+
+
+@pytest.mark.parametrize("row, field", [("7,1,10,100,resnet,nan", "duration nan"),
+                                        ("7,0,10,100,resnet,60", "num_gpu 0"),
+                                        ("7,1,inf,100,resnet,60", "submit_time inf")])
+def test_tiresias_rows_out_of_range_are_refused_at_their_line(tmp_path: Path, row: str, field: str) -> None:
+    path = tmp_path / "60_job.csv"
+    path.write_text(f"job_id,num_gpu,submit_time,iterations,model_name,duration\n{row}\n")
+    with pytest.raises(SpecError, match=f"60_job.csv:2: {field} is out of range"):
+        load_workload(str(path))

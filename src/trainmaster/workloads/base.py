@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import Cluster
+from trainmaster.core.errors import SpecError
 from trainmaster.core.job import JobSpec
 
 
@@ -49,6 +51,17 @@ class BatchTruth(JobTruth, Protocol):
     def at_batch(self, alloc: Allocation, batch: int, done: float) -> BatchRun:
         """How the job progresses on `alloc` at global batch `batch`, `done` steps in."""
         ...
+
+
+def check_length(where: str, duration: float, gpus: int, names: tuple[str, str] = ("duration", "num_gpus")) -> None:
+    """Refuse a trace row whose `LinearTruth` could not end: a NaN or infinite duration never finishes (a
+    replay of one spun forever), a negative one has no meaning, and a job needs a GPU. `names`: the file's
+    column names, so the error names the field to fix."""
+    if not (math.isfinite(duration) and duration >= 0):
+        raise SpecError(where, f"{names[0]} {duration!r} is out of range",
+                        f"{names[0]} must be a finite number of seconds >= 0")
+    if gpus < 1:
+        raise SpecError(where, f"{names[1]} {gpus!r} is out of range", f"{names[1]} must be at least 1")
 
 
 @dataclass(frozen=True)

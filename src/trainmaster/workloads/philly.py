@@ -10,7 +10,6 @@ role mapping of each GPU count is shared between jobs.
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import JobSpec, Role, RoleSpec
 from trainmaster.core.resources import Resources
-from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
+from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob, check_length
 
 _EPOCH = datetime(1970, 1, 1)  # naive: the trace's times are read as UTC, independent of the local zone
 COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
@@ -58,11 +57,7 @@ def load_philly(
                     f"malformed row {','.join(row)!r}",
                     "each row needs timestamp,duration,num_gpus,gpu_time,cluster",
                 ) from None
-            _, duration, gpus = rows[-1]
-            if not (math.isfinite(duration) and duration >= 0) or gpus < 1:  # (NaN never finishes: a replay spun)
-                field, value = ("duration", row[1]) if gpus >= 1 else ("num_gpus", row[2])
-                raise SpecError(f"{path}:{n}", f"{field} {value!r} is out of range",
-                                "duration must be a finite number of seconds >= 0 and num_gpus at least 1")
+            check_length(f"{path}:{n}", rows[-1][1], rows[-1][2])
     order = sorted(range(len(rows)), key=lambda i: rows[i][0])
     if limit is not None:
         order = order[:limit]

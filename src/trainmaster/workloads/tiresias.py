@@ -7,11 +7,12 @@ Columns `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from trainmaster.core.errors import SpecError
 from trainmaster.core.job import simple_job
-from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
+from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob, check_length
 
 COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
 
@@ -35,6 +36,9 @@ def load_tiresias_jobs(csv_path: Path, *, oracle: bool = False) -> Workload:
             gpus, submit, duration = int(row["num_gpu"]), float(row["submit_time"]), float(row["duration"])
         except ValueError:
             raise SpecError(f"{path}:{n}", "num_gpu, submit_time and duration must be numbers", "fix the row") from None
+        check_length(f"{path}:{n}", duration, gpus, ("duration", "num_gpu"))
+        if not math.isfinite(submit):
+            raise SpecError(f"{path}:{n}", f"submit_time {submit!r} is out of range", "submit_time must be finite")
         jid = f"tiresias-{row['job_id']}"
         spec = simple_job(jid, gpus, job_type=row["model_name"], estimate=duration if oracle else None)
         jobs.append(WorkloadJob(jid, submit, spec, LinearTruth(duration=duration, gpus=gpus)))
