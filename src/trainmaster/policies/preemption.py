@@ -49,7 +49,7 @@ MIN_RUNTIME = 600.0
 _ID = attrgetter("id")
 _SPEC, _PRIORITY = attrgetter("spec"), attrgetter("priority")
 _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
-_KIND_PRIORITY = attrgetter("spec.kind", "spec.priority")
+_KIND, _PRIORITY_OF = attrgetter("spec.kind"), attrgetter("spec.priority")  # of a view
 _WANT, _GANG = itemgetter(0), itemgetter(1)  # of a `Workspace.gangs` entry
 _NO_GANG: tuple[object, None] = (object(), None)  # (no `want` is this object)
 SERVICE, PRIORITY, RECLAIM, RANK = "service", "priority", "reclaim", "rank"  # how a victim may be evicted
@@ -350,14 +350,18 @@ class QueueRules(VictimRule):
         priority alone (`_Holders.any`): one test per distinct (kind, priority) among the claimants."""
         if self.ws.queued:  # (reclaim follows each claimant's queue and quota: tested per claimant)
             return False
-        one_each = dict(zip(map(_KIND_PRIORITY, claimants), claimants, strict=True))
+        # A class is (a service?, priority), the last claimant of each standing for it: a bool and an int hash
+        # in C, where a `JobKind` in the key hashed through `Enum.__hash__`, a Python frame per claimant.
+        services = map(is_, map(_KIND, claimants), repeat(JobKind.SERVICE))
+        classes = zip(services, map(_PRIORITY_OF, claimants), strict=True)
+        one_each = dict(zip(classes, claimants, strict=True))
         if self.quick_idle and self._holders is None and self._nobody_lower(one_each):
             return True
         return not any(self.holders.any(claimant, False) for claimant in one_each.values())
 
-    def _nobody_lower(self, classes: Mapping[tuple[JobKind, int], JobView]) -> bool:
+    def _nobody_lower(self, classes: Mapping[tuple[bool, int], JobView]) -> bool:
         """No claimant class is a service's and none is above every job the workspace holds an entry for."""
-        if not classes or any(kind is JobKind.SERVICE for kind, _ in classes):
+        if not classes or any(service for service, _ in classes):
             return not classes
         snap = self.ws.snap
         priorities = list(map(_PRIORITY, map(_SPEC, filter(None, map(snap.jobs.get, self.ws.allocations)))))
