@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from itertools import compress, count, repeat
-from operator import and_, attrgetter, is_, not_, or_
+from itertools import repeat
+from operator import attrgetter
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
@@ -170,18 +170,28 @@ def _greedy_after(snap: Snapshot, blocked: list[JobView], ws: Workspace, head: J
 
 
 def _head(blocked: list[JobView], ws: Workspace) -> JobView | None:
-    """The first blocked job holding nothing here that waits for room (`Workspace.waits_for_room`), in C-level
-    passes: on a busy line the place phase and preemption leave thousands blocked behind priority and often
-    none waiting for room (a Python step per blocked job was ~5% of a busy trainmaster decision). Kinds are
-    compared by identity with each of `CAPACITY`: a set lookup calls the enum's Python `__hash__` per job."""
+    """The first blocked job holding nothing here that waits for room (its wait's kind one of `CAPACITY`).
+
+    In C-level passes: on a busy line the place phase and preemption leave thousands blocked behind priority
+    and often none waiting for room (a Python step per blocked job was ~5% of a busy trainmaster decision).
+    The kinds are read once (`Workspace.kind`'s None for a job without a wait is a `PRIORITY` sentinel here,
+    no capacity kind) and each capacity kind is found by `list.index` (an identity match in C; a set lookup
+    would call the enum's Python `__hash__` per job); a Python step only for a match that holds something."""
     ids = list(map(_ID, blocked))
-    kinds = list(map(_KIND, map(ws.waits.get, ids, repeat(_NO_WAIT))))  # (`Workspace.kind` of each)
-    for_room = [False] * len(kinds)
+    kinds = list(map(_KIND, map(ws.waits.get, ids, repeat(_NO_WAIT))))
+    held = ws.allocations
+    first = len(kinds)  # (the earliest match so far: later kinds are searched before it only)
     for kind in CAPACITY:
-        for_room = list(map(or_, for_room, map(is_, kinds, repeat(kind))))
-    free = map(not_, map(ws.allocations.__contains__, ids))
-    k = next(compress(count(), map(and_, free, for_room)), None)
-    return None if k is None else blocked[k]
+        k = -1
+        while True:
+            try:
+                k = kinds.index(kind, k + 1, first)
+            except ValueError:
+                break
+            if ids[k] not in held:
+                first = k
+                break
+    return blocked[first] if first < len(kinds) else None
 
 
 def _reserve(snap: Snapshot, blocked: list[JobView], ws: Workspace, reserve_after: float,

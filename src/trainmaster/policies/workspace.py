@@ -40,7 +40,7 @@ from trainmaster.policies.scoring import (
     zone_turns,
 )
 from trainmaster.policies.snapshot import Behind, JobView, Plan, Snapshot, Tail
-from trainmaster.policies.waits import CAPACITY, Wait, WaitKind, render
+from trainmaster.policies.waits import Wait, WaitKind, render
 
 _V = TypeVar("_V")
 _ZERO = Resources()
@@ -363,9 +363,6 @@ class Workspace:
     def kind(self, job_id: str) -> WaitKind | None:
         wait = self.waits.get(job_id)
         return None if wait is None else wait.kind
-
-    def waits_for_room(self, job_id: str) -> bool:
-        return self.kind(job_id) in CAPACITY
 
     def meanwhile(self, job_id: str, text: str) -> None:
         """Say what is held for a blocked job meanwhile (its reservation)."""
