@@ -93,6 +93,35 @@ TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias
 RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
 REBATCH_GAIN = 1.05  # a running job switches batch in place when the new one promises this much more goodput
 _KIND, _ELASTIC = attrgetter("spec.kind"), attrgetter("spec.elastic")  # of a view (C-level reads)
+_SPEC, _SPEC_KIND, _SPEC_ELASTIC = attrgetter("spec"), attrgetter("kind"), attrgetter("elastic")
+
+
+class LiveKinds:
+    """Whether some live job is a service, elastic, an elastic training job: read once per snapshot for the
+    preset's three questions (`OnlyWithServices`, `GainSizing`'s skip, `AdaptiveCycle`'s resize tick).
+
+    Asked separately, each was a C-level pass over every live job's spec (~2 ms each on a busy line of
+    12,000 jobs); here the specs are read once, their kinds and elastic flags once each. The answers follow
+    the snapshot alone (immutable), kept for the snapshot last asked about (`of`); `AdaptiveCycle.decide`
+    drops them (`forget`) after each decision, so the next reads them afresh, even on the same snapshot.
+    """
+
+    def __init__(self) -> None:
+        self.snap: Snapshot | None = None
+        self.service = self.elastic = self.elastic_training = False
+
+    def of(self, snap: Snapshot) -> LiveKinds:
+        if snap is not self.snap:
+            specs = list(map(_SPEC, snap.jobs.values()))
+            self.service = JobKind.SERVICE in map(_SPEC_KIND, specs)  # (an identity match first: in C)
+            self.elastic = any(map(_SPEC_ELASTIC, specs))
+            training = map(is_, map(_SPEC_KIND, specs), repeat(JobKind.TRAINING))
+            self.elastic_training = self.elastic and any(map(_SPEC_ELASTIC, compress(specs, training)))
+            self.snap = snap
+        return self
+
+    def forget(self) -> None:
+        self.snap = None
 
 
 class GainSizing:
@@ -112,14 +141,16 @@ class GainSizing:
 
     skip_fixed = True  # False: run the greedy even when no admitted job can get a target (the reference)
 
-    def __init__(self, optimus: Optimus | None = None) -> None:
+    def __init__(self, optimus: Optimus | None = None, kinds: LiveKinds | None = None) -> None:
         self.optimus = optimus or Optimus(goodput=True)
+        self.kinds = kinds or LiveKinds()
         self.target: Sizes = {}
 
     def size(self, base: SizeHook) -> SizeHook:
         def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
             sizes = base(snap, jobs, ws)
-            if self.skip_fixed and not _any_elastic_training(jobs):
+            # (no live elastic training job: no admitted one, without a pass over them)
+            if self.skip_fixed and not (self.kinds.of(snap).elastic_training and _any_elastic_training(jobs)):
                 self.target = {}
                 return sizes
             empty = Workspace(snap, empty=True, memo=ws.memo, scoring=ws.scoring)
@@ -144,7 +175,10 @@ class GainSizing:
 
 def _any_elastic_training(jobs: list[JobView]) -> bool:
     """Whether some job is an elastic training job: C-level passes (a Python step per live job was ~4% of a
-    busy trainmaster decision, where no job is elastic), the elastic flag read of training jobs only."""
+    busy trainmaster decision, where no job is elastic). The elastic flags first, over every job: where none
+    is elastic (most decisions) that one pass answers; the kinds are read only where some job is."""
+    if not any(map(_ELASTIC, jobs)):
+        return False
     training = map(is_, map(_KIND, jobs), repeat(JobKind.TRAINING))
     return any(map(_ELASTIC, compress(jobs, training)))
 
@@ -166,19 +200,20 @@ class OnlyWithServices:
 
     keep_sizes = True
 
-    def __init__(self, shrink: SizeHook) -> None:
+    def __init__(self, shrink: SizeHook, kinds: LiveKinds | None = None) -> None:
         self.shrink = shrink
+        self.kinds = kinds or LiveKinds()
         self.kept = KeptSizes()  # declared state: the views and sizes last seen
 
     def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
-        if JobKind.SERVICE in map(_KIND, snap.jobs.values()):  # (a C-level pass over the live jobs)
+        if self.kinds.of(snap).service:
             return self.shrink(snap, jobs, ws)
         return (self.kept if self.keep_sizes else current_or_min)(snap, jobs, ws)
 
 
-def only_with_services(shrink: SizeHook) -> SizeHook:
-    """`OnlyWithServices(shrink)`: the trainmaster preset's base size hook."""
-    return OnlyWithServices(shrink)
+def only_with_services(shrink: SizeHook, kinds: LiveKinds | None = None) -> SizeHook:
+    """`OnlyWithServices(shrink, kinds)`: the trainmaster preset's base size hook."""
+    return OnlyWithServices(shrink, kinds)
 
 
 @dataclass
@@ -195,21 +230,24 @@ class AdaptiveCycle(Cycle):
     # (a class switch, not a field) no batch chosen while no planned job adapts its batch (`any_adaptive`);
     # False: `choose_batches` asks every allocation (the reference)
     scan_batches = True
+    kinds: LiveKinds = field(default_factory=LiveKinds, repr=False, compare=False)  # shared with its size hooks
 
     def decide(self, snap: Snapshot) -> Plan:
-        plan = super().decide(snap)
-        skip = self.scan_batches and not any_adaptive(snap, plan.allocations)
-        batches = {} if skip else choose_batches(snap, plan)
-        if batches:
-            plan = replace(plan, batch=batches, rebatch=self._switches(snap, plan, batches))
-        wake = math.inf
-        if isinstance(self.order, LasOrder):
-            wait = self.order.ranks.next_change(snap, plan)
-            wake = math.inf if wait is None else max(self.tick, wait)
-        live = snap.jobs.values()
-        if self.resize_tick is not None and wake > self.resize_tick and any(map(_ELASTIC, live)):
-            wake = self.resize_tick  # models learn between events: revisit elastic sizes
-        return replace(plan, wake_after=None if math.isinf(wake) else wake)
+        try:
+            plan = super().decide(snap)
+            skip = self.scan_batches and not any_adaptive(snap, plan.allocations)
+            batches = {} if skip else choose_batches(snap, plan)
+            if batches:
+                plan = replace(plan, batch=batches, rebatch=self._switches(snap, plan, batches))
+            wake = math.inf
+            if isinstance(self.order, LasOrder):
+                wait = self.order.ranks.next_change(snap, plan)
+                wake = math.inf if wait is None else max(self.tick, wait)
+            if self.resize_tick is not None and wake > self.resize_tick and self.kinds.of(snap).elastic:
+                wake = self.resize_tick  # models learn between events: revisit elastic sizes
+            return replace(plan, wake_after=None if math.isinf(wake) else wake)
+        finally:
+            self.kinds.forget()  # (the next decision reads them afresh, whatever snapshot object it is handed)
 
     def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
         """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""
@@ -255,15 +293,16 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     if backfill == "reserve":
         after.append(backfill_hook(reserve_after))
     size: SizeHook = shrink_for_pending(strict, load_line) if elastic else current_or_min
+    kinds = LiveKinds()  # (one per preset: its hooks' answers read once per decision)
     if elastic and gain:
-        size = only_with_services(size)
-        sizing = GainSizing()
+        size = only_with_services(size, kinds)
+        sizing = GainSizing(kinds=kinds)
         size = sizing.size(size)
         after.append(sizing.grow)
     if elastic and fill:
         after.append(grow_into_idle(load_line, use_models=use_models))
     order: OrderHook = (RemainingOrder() if srtf else LasOrder()) if las else by_priority
-    return (AdaptiveCycle if adaptive else Cycle)(
+    cycle = (AdaptiveCycle if adaptive else Cycle)(
         name=name,
         order=order,
         size=size,
@@ -272,6 +311,9 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
         interval=interval,
         uses_models=use_models,
     )
+    if isinstance(cycle, AdaptiveCycle):
+        cycle.kinds = kinds
+    return cycle
 
 
 def make() -> Cycle:
