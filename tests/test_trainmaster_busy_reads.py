@@ -25,12 +25,12 @@ from trainmaster.policies.queues import try_place
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.trainmaster import OnlyWithServices, _any_elastic_training
-from trainmaster.policies.waits import WaitKind
+from trainmaster.policies.waits import CAPACITY, WaitKind
 from trainmaster.policies.workspace import Workspace, minimum
 
 
 def _reference_head(blocked: list[JobView], ws: Workspace) -> JobView | None:
-    return next((j for j in blocked if j.id not in ws.allocations and ws.waits_for_room(j.id)), None)
+    return next((j for j in blocked if j.id not in ws.allocations and ws.kind(j.id) in CAPACITY), None)
 
 
 def test_head_is_the_first_blocked_job_holding_nothing_that_waits_for_room() -> None:
@@ -189,5 +189,5 @@ def test_las_room_victims_and_settling_against_the_holders() -> None:
     key = (ws.queue_of(claimant), claimant.spec.priority)
     last = rule.ids[key][-1]
     ws.assign(snap.jobs[last], Allocation())
-    rule.settled(claimant, [], False)
+    rule.settled(claimant, [snap.jobs[last]], True)  # (evicted for good: it holds nothing now)
     assert rule.ids[key][-1] != last and ws.allocations[rule.ids[key][-1]].tasks

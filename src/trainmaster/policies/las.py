@@ -41,6 +41,7 @@ _VIEW, _MODEL, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)  # of a `Remai
 _SIZE, _GANG = itemgetter(0), itemgetter(1)  # of a `KeptGangs.pairs` entry
 _NO_PAIR: tuple[object, None] = (object(), None)  # (no size is this object)
 _UNSEEN = (None, None, (1, 0, -1.0))  # a missing entry: its view (None) is no job's, so it never serves
+_NO_ROOM = Resources()  # (`SameClassLowerRank.room` for a claimant nobody may be evicted for: frozen, shared)
 
 
 def _class_key(job: JobView) -> tuple[int, int]:
@@ -182,7 +183,9 @@ class SameClassLowerRank(VictimRule):
         snap, allocations = ws.snap, ws.allocations
         jobs, training = snap.jobs, JobKind.TRAINING
         holders: dict[tuple[str, int], list[tuple[int, str, Allocation, JobSpec]]] = {}
-        for jid in self._after(ws, blocked) if self.skip_ahead and blocked else allocations:
+        # the blocked jobs' ranks, read once (C-level) for `_after` (the first of them) and `claimants`
+        self._blocked = (blocked, list(map(rank.get, map(_ID, blocked), repeat(last))))
+        for jid in self._after(ws, min(self._blocked[1])) if self.skip_ahead and blocked else allocations:
             alloc, job = allocations[jid], jobs.get(jid)
             if alloc.tasks and job is not None and job.spec.kind is training:
                 entry = (rank.get(jid, last), jid, alloc, job.spec)
@@ -205,11 +208,10 @@ class SameClassLowerRank(VictimRule):
         self.ordered: list[JobView] | None = None  # claimants already in this rule's order (`LasPreempt`)
 
     @staticmethod
-    def _after(ws: Workspace, blocked: Sequence[JobView]) -> list[str]:
-        """The holders ranked after the first of `blocked` (C-level steps): only they can be anyone's victim."""
+    def _after(ws: Workspace, first: int) -> list[str]:
+        """The holders ranked after `first`, the first blocked job's rank (C-level steps): only they can be
+        anyone's victim."""
         rank, allocations = ws.rank, ws.allocations
-        last = len(rank)
-        first = min(map(rank.get, map(_ID, blocked), repeat(last)))
         ranked = sorted(filter(allocations.__contains__, rank), key=rank.__getitem__)  # (nearly sorted)
         out = ranked[bisect.bisect_right(ranked, first, key=rank.__getitem__):]
         if len(ranked) < len(allocations):  # holders outside the order: ranked last
@@ -257,8 +259,11 @@ class SameClassLowerRank(VictimRule):
     def claimants(self, blocked: list[JobView]) -> list[JobView]:
         if blocked is self.ordered:  # (`LasPreempt` sorted them already)
             return blocked
-        # (by rank in C-level steps, not a Python key call per blocked job: the same stable order)
-        ranks = list(map(self.ws.rank.get, map(_ID, blocked), repeat(self.last)))
+        # (by rank in C-level steps, not a Python key call per blocked job: the same stable order; the ranks
+        # read at set-up when these are the blocked jobs it was handed)
+        given, ranks = self._blocked
+        if blocked is not given:
+            ranks = list(map(self.ws.rank.get, map(_ID, blocked), repeat(self.last)))
         return list(map(blocked.__getitem__, sorted(range(len(blocked)), key=ranks.__getitem__)))
 
     def exhausted(self, claimant: JobView) -> bool:
@@ -272,7 +277,7 @@ class SameClassLowerRank(VictimRule):
     def room(self, claimant: JobView) -> Resources | None:
         found = self._class(claimant)
         if found is None or found[1] >= len(self.ids[found[0]]):  # (`settled` keeps the last id a holder)
-            return Resources()
+            return _NO_ROOM
         key, i = found
         summed = self.summed[key]
         back = len(self.held[key]) - i
@@ -293,6 +298,12 @@ class SameClassLowerRank(VictimRule):
                 yield ws.snap.jobs[ids[i]], RANK
 
     def settled(self, claimant: JobView, evicted: list[JobView], placed: bool) -> None:
+        """Drop the holders evicted for good off the end of the claimant's class. With nobody evicted for it
+        nothing left: the last entry of each class holds tasks after every claimant (set-up takes holders
+        with tasks, a holder is released only as a victim, and this is called with them once placed or put
+        back), so the pass would stop at its first step (most claimants of a busy line fit as is)."""
+        if not evicted:
+            return
         found = self._class(claimant)
         if found is None:
             return
