@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping
-from itertools import compress, repeat
-from operator import and_, attrgetter, is_
+from itertools import compress, count, repeat
+from operator import and_, attrgetter, is_, itemgetter, not_
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.job import Role
@@ -31,6 +31,8 @@ from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, demand, room_wait
 
 _ID, _STATE = attrgetter("id"), attrgetter("state")
+_HELD, _WANT = itemgetter(0), itemgetter(1)  # of a `FairPlace.equal` entry
+_NOT_SEEN = (object(), object())  # (a missing entry: no allocation or size is either object)
 
 
 def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
@@ -77,22 +79,23 @@ class FairPlace:
 
     def _any_resize(self, snap: Snapshot, allocations: Mapping[str, Allocation],
                     sizes: Mapping[str, Mapping[Role, int]]) -> bool:
-        """Whether some holder with a size holds other counts than its size (what the running pass acts on)."""
+        """Whether some holder with a size holds other counts than its size (what the running pass acts on).
+
+        The holders found equal with these very objects are passed over in C-level passes (most of them at
+        most decisions); a Python step only for the others, in the allocations' order."""
         equal = self.equal
         forget_ended(equal, snap.jobs)
-        get, seen = sizes.get, equal.get
-        for jid, held in allocations.items():
-            want = get(jid)
-            if want is None:
-                continue
-            got = seen(jid)
-            if got is not None and got[0] is held and got[1] is want:
-                continue
-            if not held:
+        ids, helds = list(allocations), list(allocations.values())
+        wants = list(map(sizes.get, ids))
+        got = list(map(equal.get, ids, repeat(_NOT_SEEN)))
+        same = map(and_, map(is_, map(_HELD, got), helds), map(is_, map(_WANT, got), wants))
+        for k in compress(count(), map(not_, same)):
+            want, held = wants[k], helds[k]
+            if want is None or not held:
                 continue
             if not all(held.count(r) == n for r, n in want.items()):
                 return True
-            equal[jid] = (held, want)
+            equal[ids[k]] = (held, want)
         return False
 
     def __call__(self, snap: Snapshot, jobs: list[JobView], sizes: Mapping[str, Mapping[Role, int]],
