@@ -182,7 +182,8 @@ def test_quick_idle_never_for_a_service_or_a_higher_priority() -> None:
     rule = SimpleNamespace(ws=SimpleNamespace(snap=SimpleNamespace(jobs=held), allocations=dict.fromkeys(held)))
 
     def idle(*claimants: JobView) -> bool:
-        return QueueRules._nobody_lower(rule, {(c.spec.kind is JobKind.SERVICE, c.spec.priority): c for c in claimants})  # type: ignore[arg-type]
+        service = any(c.spec.kind is JobKind.SERVICE for c in claimants)
+        return QueueRules._nobody_lower(rule, service, max((c.spec.priority for c in claimants), default=None))  # type: ignore[arg-type]
 
     assert idle(view("a", 1), view("b", 0)) and idle()
     assert not idle(view("a", 2)) and not idle(view("a", 0), view("b", 2))

@@ -347,25 +347,30 @@ class QueueRules(VictimRule):
 
     def idle(self, claimants: list[JobView]) -> bool:
         """Without queue definitions nobody may reclaim, and whom a claimant may evict follows its kind and
-        priority alone (`_Holders.any`): one test per distinct (kind, priority) among the claimants."""
+        priority alone (`_Holders.any`): one test per distinct (kind, priority) among the claimants.
+
+        The quick test reads whether a claimant is a service and the top priority alone (no class keyed);
+        the classes, where it cannot say, are keyed by (a service?, priority): a bool and an int hash in C,
+        where a `JobKind` in the key hashed through `Enum.__hash__`, a Python frame per claimant."""
         if self.ws.queued:  # (reclaim follows each claimant's queue and quota: tested per claimant)
             return False
-        # A class is (a service?, priority), the last claimant of each standing for it: a bool and an int hash
-        # in C, where a `JobKind` in the key hashed through `Enum.__hash__`, a Python frame per claimant.
+        if self.quick_idle and self._holders is None:
+            service = JobKind.SERVICE in map(_KIND, claimants)  # (an identity match first: in C)
+            if self._nobody_lower(service, max(map(_PRIORITY_OF, claimants), default=None)):
+                return True
         services = map(is_, map(_KIND, claimants), repeat(JobKind.SERVICE))
         classes = zip(services, map(_PRIORITY_OF, claimants), strict=True)
-        one_each = dict(zip(classes, claimants, strict=True))
-        if self.quick_idle and self._holders is None and self._nobody_lower(one_each):
-            return True
+        one_each = dict(zip(classes, claimants, strict=True))  # (the last claimant of each class)
         return not any(self.holders.any(claimant, False) for claimant in one_each.values())
 
-    def _nobody_lower(self, classes: Mapping[tuple[bool, int], JobView]) -> bool:
-        """No claimant class is a service's and none is above every job the workspace holds an entry for."""
-        if not classes or any(service for service, _ in classes):
-            return not classes
+    def _nobody_lower(self, service: bool, top: int | None) -> bool:
+        """No claimant is a service and none is above every job the workspace holds an entry for (`top`: the
+        claimants' highest priority; None: there is no claimant)."""
+        if top is None or service:
+            return top is None
         snap = self.ws.snap
         priorities = list(map(_PRIORITY, map(_SPEC, filter(None, map(snap.jobs.get, self.ws.allocations)))))
-        return not priorities or max(priority for _, priority in classes) <= min(priorities)
+        return not priorities or top <= min(priorities)
 
     def room(self, claimant: JobView) -> Resources | None:
         """Nothing when no holder may be evicted for the claimant (it then cannot start); else unknown."""
