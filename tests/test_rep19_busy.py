@@ -19,6 +19,7 @@ from tests.builders import cluster, job, pending, running, snapshot
 
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.job import JobKind, JobSpec, Role
+from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import _head
 from trainmaster.policies.fairshare import FairPlace
@@ -301,3 +302,21 @@ def test_claimants_read_the_set_up_ranks_for_the_line_handed_at_set_up() -> None
         assert [v.id for v in got] == reference(blocked) and got is not blocked
         other = blocked[::-1]
         assert [v.id for v in rule.claimants(other)] == reference(other)
+
+
+def test_room_is_zero_for_a_claimant_nobody_may_be_evicted_for() -> None:
+    """`SameClassLowerRank.room`: nothing (the shared zero) for a claimant ranked after every holder of its class,
+    for a service (no class) and for a class without holders; what the holders after it hold otherwise."""
+    cl = cluster(4, 4)
+    views = [running("h1", 2, on="n0"), running("h2", 2, on="n1"), pending("early"), pending("late"),
+             pending("svc", spec=job("svc", 1, kind=JobKind.SERVICE)), pending("other", spec=replace(job("other", 1),
+                                                                                                   priority=5))]
+    snap = snapshot(cl, *views)
+    ws = Workspace(snap)
+    ws.rank = {"early": 0, "h1": 1, "h2": 2, "late": 3, "svc": 4, "other": 5}
+    rule = SameClassLowerRank(ws)
+    early = rule.room(snap.jobs["early"])
+    assert early is not None and early.gpu == 4  # (what h1 and h2 hold)
+    for name in ("late", "svc", "other"):
+        room = rule.room(snap.jobs[name])
+        assert room is not None and room.is_zero() and room == Resources(), name
