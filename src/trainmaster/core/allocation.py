@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from operator import attrgetter
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, is_, itemgetter, not_
 
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.resources import Resources
@@ -15,6 +16,9 @@ _NODE = attrgetter("node")
 _ORDER = attrgetter("role.value", "node")  # `Placement.__lt__`'s key, read in C
 _ZERO = Resources()
 _NEW = object.__new__
+_DICT = attrgetter("__dict__")
+_MEMO_SPEC, _MEMO_VALUE = itemgetter(0), itemgetter(1)
+_NO_MEMO = (None, 0)  # (no spec is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,20 @@ class Allocation:
         self.__dict__["_gpus"] = (spec, n)
         return n
 
+    @staticmethod
+    def gpus_of(allocations: Iterable[Allocation], specs: Iterable[JobSpec]) -> list[int]:
+        """`[a.gpus(spec) for a, spec in zip(allocations, specs)]`, the memos read in C-level passes (an allocation
+        a search built remembers its GPUs: a busy decision starts thousands); those without one for their spec
+        asked as `gpus`."""
+        allocs, specs = list(allocations), list(specs)
+        memos = list(map(dict.get, map(_DICT, allocs), repeat("_gpus"), repeat(_NO_MEMO)))
+        out: list[int] = list(map(_MEMO_VALUE, memos))
+        found = list(map(is_, map(_MEMO_SPEC, memos), specs))
+        if not all(found):
+            for k in compress(count(), map(not_, found)):
+                out[k] = allocs[k].gpus(specs[k])
+        return out
+
     def remember(self, spec: JobSpec, per_node: dict[str, Resources], total: Resources) -> Allocation:
         """Fill the memos of `per_node`, `resources` and `gpus` for `spec` with what a caller that built the
         allocation already knows (the same values they would compute); returns the allocation."""
@@ -138,4 +156,13 @@ def on_node(role: Role, node: str, n: int) -> Allocation:
     _SET_NODE(task, node)
     out = _NEW(Allocation)
     out.__dict__["tasks"] = (task,) * n
+    return out
+
+
+def on_nodes(role: Role, counts: Mapping[str, int]) -> Allocation:
+    """`Allocation.of` of `counts[node]` tasks of `role` on each node (a one-role gang spread over nodes): `on_node`'s
+    runs in node order, so no placement is sorted nor built by an `__init__` frame. Equal to it and hashing alike."""
+    out = _NEW(Allocation)
+    runs = (on_node(role, node, counts[node]).tasks for node in sorted(counts))
+    out.__dict__["tasks"] = tuple(chain.from_iterable(runs))
     return out
