@@ -250,7 +250,7 @@ def _copies(task: Resources, room: Resources) -> int:
     -1 when no bound (a task of nothing, in a room with no negative field)."""
     out = -1
     for need, have in ((task.gpu, room.gpu), (task.cpu, room.cpu), (task.memory, room.memory)):
-        if have < need or have < 0:  # (not even one: a field short, or overfilled where the task needs none)
+        if have < need:  # (not even one; a negative field refuses even a task needing none of it)
             return 0
         if need > 0 and (out < 0 or have // need < out):
             out = have // need
