@@ -1,8 +1,7 @@
 """Session 18 (tir19): tiresias' busy decision, cut exactly.
 
 A one-role gang no single node holds is spread by counting tasks per node (`workspace._spread_one`, built by
-`allocation.on_nodes`, its per-node memo filled) instead of placements built and dropped; `next_change`'s
-minimums are C-level passes (`_soonest_demotion`, `_soonest_starvation`, `Allocation.gpus_of`); the order is read
+`allocation.on_nodes`, its per-node memo filled) instead of placements built and dropped; the order is read
 from the views' dict copy (`copy_mapping`); `Workspace.plan`, `find` and `_holding_some` lose per-job frames;
 `LowerRank.room` skips a bisection whose answer is its cursor; a start placed as is settles without a pass over
 its (no) victims. Each is checked against the code it replaced; `test_recorded_plans.py` pins the schedules.
@@ -10,7 +9,6 @@ its (no) victims. Each is checked against the code it replaced; `test_recorded_p
 
 from __future__ import annotations
 
-import math
 import random
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -19,19 +17,15 @@ from typing import Any
 import pytest
 from bench.decision_time import snapshot as bench_snapshot
 from tests.builders import cluster, pending, running, snapshot
-from tests.replay_helpers import Before, Recorder, on_and_off, preset_plans, spy
+from tests.replay_helpers import Before, on_and_off, preset_plans, spy
 
-from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation, Placement, on_nodes
-from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources
-from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.policies import preemption, tiresias, workspace
+from trainmaster.policies import preemption, workspace
 from trainmaster.policies.preemption import LowerRank
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.tiresias import TiresiasOrder
 from trainmaster.policies.workspace import Workspace, _copies, _spread_one, copy_mapping
 from trainmaster.workloads.loaders import load_workload
 
@@ -165,136 +159,6 @@ def test_spread_replays_alike(monkeypatch: pytest.MonkeyPatch) -> None:
             plans += [policy.decide(snap), policy.decide(snap)]
         assert plans[:2] == plans[2:]
         assert list(plans[1].allocations) == list(plans[3].allocations)
-
-
-# -- next_change ------------------------------------------------------------------------------------
-def _reference_next_change(self: TiresiasOrder, snap: Snapshot, plan: Plan) -> float | None:
-    """main's `next_change` (before tir19): a Python step per holder and per waiting Q1 job."""
-    if len(plan.allocations) >= len(snap.jobs):
-        return None
-    soonest = math.inf
-    entries, jobs, allocations, threshold = self.entries, snap.jobs, plan.allocations, self.threshold
-    holders = allocations.keys() - self.low if self.low else allocations.keys()
-    if self.safe and self.lazy_holders and self.incremental:
-        tracked = self._kept_holders(snap, plan, holders)
-        holders = (holders - tracked) | set(self._first_crossings(tracked))
-    for jid in holders:
-        e = entries.get(jid)
-        if e is None or e.queue != 0:
-            continue
-        job = jobs[jid]
-        gpus = allocations[jid].gpus(job.spec)
-        if gpus:
-            soonest = min(soonest, (threshold - (job.attained - e.base_attained)) / gpus)
-    if self.starvation is not None:
-        out = self.low - plan.allocations.keys()
-        kept = self.kept_wakes and self.incremental
-        for jid in out - self.waiting.keys() if kept else out:
-            e = entries[jid]
-            executed = snap.jobs[jid].runtime - e.base_runtime
-            if executed > 0:
-                last = self.held_at if jid in self.holding else e.last_active
-                soonest = min(soonest, last + self.starvation * executed - snap.now)
-        if kept:
-            soonest = min(soonest, self._soonest_waiting(plan) - snap.now)
-    return None if math.isinf(soonest) else soonest
-
-
-@pytest.mark.parametrize(("jobs", "threshold", "starvation", "lazy"),
-                         [(120, 600.0, 2.0, True), (300, 3600.0, 1.0, True), (200, 900.0, 1.5, False)])
-def test_next_change_is_the_reference(jobs: int, threshold: float, starvation: float, lazy: bool,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """At every decision of a contended replay, `next_change` gives what main's loops give on the same state
-    (each asked in turn; `_first_crossings` and `_soonest_waiting` leave their heaps as they found them)."""
-    workload = load_workload(f"synthetic:{jobs}:60", max_factor=1.0, seed=3, oracle=True)
-    real = TiresiasOrder.next_change
-    seen: list[tuple[float | None, float | None]] = []
-
-    def both(self: TiresiasOrder, snap: Snapshot, plan: Plan) -> float | None:
-        expected = _reference_next_change(self, snap, plan)
-        found = real(self, snap, plan)
-        seen.append((found, expected))
-        return found
-
-    monkeypatch.setattr(TiresiasOrder, "next_change", both)
-    policy = tiresias.make(threshold, starvation)
-    policy.ranks.lazy_holders = lazy
-    Controller(SimEngine(parse_shorthand("4x4"), workload, SimConfig()), Recorder(policy)).run()
-    assert all(found == expected for found, expected in seen)
-    assert sum(found is not None for found, _ in seen) > 20
-
-
-def _order(entries: int, rng: random.Random) -> tuple[TiresiasOrder, Snapshot, Plan]:
-    """A `TiresiasOrder` with random entries and a plan: Q0 and Q1 jobs, held or not, some without GPUs."""
-    cl = cluster(40, 8)
-    order = TiresiasOrder(1000.0, 2.0)
-    jobs: list[JobView] = []
-    for i in range(entries):
-        gpus = rng.choice((0, 1, 2, 4)) if i % 7 else 1
-        if rng.random() < 0.5:
-            jobs.append(running(f"j{i}", max(gpus, 1), on=f"n{i % 40}", attained=rng.uniform(0, 3000),
-                                runtime=rng.uniform(0, 900)))
-        else:
-            jobs.append(pending(f"j{i}", max(gpus, 1), attained=rng.uniform(0, 3000), runtime=rng.uniform(0, 900)))
-    snap = Snapshot(now=5000.0, cluster=cl, jobs={j.id: j for j in jobs}, free={})
-    for j in jobs:
-        e = order.entries[j.id] = tiresias._Entry(rng.choice((0, 1)), 0.0, rng.uniform(0, 2000),
-                                                   rng.uniform(0, 1000), rng.uniform(0, 5000))
-        if rng.random() < 0.2:  # (executed nothing since entering Q0: never starves)
-            e.base_runtime = j.runtime
-        if e.queue:
-            order.low.add(j.id)
-    order.holding = {j.id for j in jobs if rng.random() < 0.3}
-    order.held_at = 4000.0
-    allocations = {j.id: j.allocation for j in jobs if j.active}
-    for j in rng.sample(jobs, len(jobs) // 4):  # (some held with no GPUs: an empty gang of a CPU role)
-        allocations[j.id] = Allocation()
-    return order, snap, Plan(allocations=allocations)
-
-
-def test_soonest_passes_are_the_loops() -> None:
-    """The two C-level minimums against a step per job, on random entries (Q1 holders, no entry, no GPUs,
-    executed time < 0 and = 0, `holding` jobs reading `held_at`)."""
-    rng = random.Random(3)
-    for _ in range(60):
-        order, snap, plan = _order(rng.randint(1, 80), rng)
-        holders = set(plan.allocations) | {"ghost"}  # (no entry: skipped)
-        plan.allocations["ghost"] = Allocation()
-        soonest = math.inf
-        for jid in holders:
-            e = order.entries.get(jid)
-            if e is None or e.queue != 0:
-                continue
-            gpus = plan.allocations[jid].gpus(snap.jobs[jid].spec)
-            if gpus:
-                soonest = min(soonest, (order.threshold - (snap.jobs[jid].attained - e.base_attained)) / gpus)
-        assert order._soonest_demotion(snap, plan, holders) == soonest
-        out = order.low - plan.allocations.keys()
-        starving = math.inf
-        for jid in out:
-            e = order.entries[jid]
-            executed = snap.jobs[jid].runtime - e.base_runtime
-            if executed > 0:
-                last = order.held_at if jid in order.holding else e.last_active
-                starving = min(starving, last + 2.0 * executed - snap.now)
-        assert order._soonest_starvation(snap, 2.0, out) == starving
-
-
-def test_gpus_of_reads_the_memos_for_their_specs() -> None:
-    cl = cluster(4, 8)
-    jobs = [running(f"r{i}", i + 1, on=f"n{i}") for i in range(4)]
-    snap = snapshot(cl, *jobs)
-    allocs = [j.allocation for j in jobs]
-    specs = [j.spec for j in jobs]
-    fresh = [Allocation.of(a.tasks) for a in allocs]  # (no memo yet)
-    assert Allocation.gpus_of(fresh, specs) == [1, 2, 3, 4]
-    other = pending("o", 1).spec  # a memo for another spec is not read
-    remembered = [Allocation.of(a.tasks).remember(other, {}, Resources(0, 0, 99)) for a in allocs]
-    assert Allocation.gpus_of(remembered, specs) == [1, 2, 3, 4]
-    mixed = [allocs[0].remember(specs[0], {}, Resources(0, 0, 7)), fresh[1], allocs[2], allocs[3]]
-    assert Allocation.gpus_of(mixed, specs) == [7, 2, 3, 4]  # (the memo is what `gpus` reads too)
-    assert Allocation.gpus_of([], []) == []
-    assert snap.jobs["r0"].allocation is allocs[0]
 
 
 # -- the order's reads, the plan ------------------------------------------------------------------------------

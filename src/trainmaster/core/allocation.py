@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain, compress, count, repeat
-from operator import attrgetter, is_, itemgetter, not_
+from itertools import chain
+from operator import attrgetter
 
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.resources import Resources
@@ -16,9 +16,6 @@ _NODE = attrgetter("node")
 _ORDER = attrgetter("role.value", "node")  # `Placement.__lt__`'s key, read in C
 _ZERO = Resources()
 _NEW = object.__new__
-_DICT = attrgetter("__dict__")
-_MEMO_SPEC, _MEMO_VALUE = itemgetter(0), itemgetter(1)
-_NO_MEMO = (None, 0)  # (no spec is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,20 +105,6 @@ class Allocation:
         n = sum(spec.roles[role].resources.gpu * k for role, k in self.role_counts.items())
         self.__dict__["_gpus"] = (spec, n)
         return n
-
-    @staticmethod
-    def gpus_of(allocations: Iterable[Allocation], specs: Iterable[JobSpec]) -> list[int]:
-        """`[a.gpus(spec) for a, spec in zip(allocations, specs)]`, the memos read in C-level passes (an allocation
-        a search built remembers its GPUs: a busy decision starts thousands); those without one for their spec
-        asked as `gpus`."""
-        allocs, specs = list(allocations), list(specs)
-        memos = list(map(dict.get, map(_DICT, allocs), repeat("_gpus"), repeat(_NO_MEMO)))
-        out: list[int] = list(map(_MEMO_VALUE, memos))
-        found = list(map(is_, map(_MEMO_SPEC, memos), specs))
-        if not all(found):
-            for k in compress(count(), map(not_, found)):
-                out[k] = allocs[k].gpus(specs[k])
-        return out
 
     def remember(self, spec: JobSpec, per_node: dict[str, Resources], total: Resources) -> Allocation:
         """Fill the memos of `per_node`, `resources` and `gpus` for `spec` with what a caller that built the

@@ -26,11 +26,10 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from itertools import compress, repeat
-from operator import add, attrgetter, eq, getitem, gt, is_, is_not, itemgetter, mul, sub, truediv
+from itertools import compress
+from operator import attrgetter, is_, is_not, itemgetter
 from typing import ClassVar
 
-from trainmaster.core.allocation import Allocation
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.policies.cycle import Cycle, KeptSizes, place_in_order
@@ -43,8 +42,6 @@ _KEY = attrgetter("key")
 _SPEC, _MIN = attrgetter("spec"), attrgetter("min_resources")
 _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 _ALLOCATION = attrgetter("allocation")
-_QUEUE, _BASE_ATTAINED, _ATTAINED = attrgetter("queue"), attrgetter("base_attained"), attrgetter("attained")
-_RUNTIME, _BASE_RUNTIME, _LAST_ACTIVE = attrgetter("runtime"), attrgetter("base_runtime"), attrgetter("last_active")
 _ID = itemgetter(3)
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
 STARVATION = 10.0  # promote after waiting this many times the executed time
@@ -261,55 +258,35 @@ class TiresiasOrder:
         """
         if len(plan.allocations) >= len(snap.jobs):
             return None
-        allocations = plan.allocations
+        soonest = math.inf
+        entries, jobs, allocations, threshold = self.entries, snap.jobs, plan.allocations, self.threshold
         # Only Q0 holders can be demoted: skip the Q1 ones (`low`, often most of them) in one C-level pass
         # (a minimum: any order gives the same value).
         holders = allocations.keys() - self.low if self.low else allocations.keys()
         if self.safe and self.lazy_holders and self.incremental:  # the kept ones: a few from `crossings`
             tracked = self._kept_holders(snap, plan, holders)
             holders = (holders - tracked) | set(self._first_crossings(tracked))
-        soonest = self._soonest_demotion(snap, plan, holders)
+        for jid in holders:
+            e = entries.get(jid)
+            if e is None or e.queue != 0:
+                continue
+            job = jobs[jid]
+            gpus = allocations[jid].gpus(job.spec)
+            if gpus:
+                soonest = min(soonest, (threshold - (job.attained - e.base_attained)) / gpus)
         if self.starvation is not None:
+            entries = self.entries
             out = self.low - plan.allocations.keys()  # (Q1 entries only; any order: a minimum)
             kept = self.kept_wakes and self.incremental
-            soonest = min(soonest, self._soonest_starvation(snap, self.starvation, out - self.waiting.keys()
-                                                            if kept else out))
+            for jid in out - self.waiting.keys() if kept else out:
+                e = entries[jid]
+                executed = snap.jobs[jid].runtime - e.base_runtime
+                if executed > 0:
+                    last = self.held_at if jid in self.holding else e.last_active  # (`lazy_holders`)
+                    soonest = min(soonest, last + self.starvation * executed - snap.now)
             if kept:
                 soonest = min(soonest, self._soonest_waiting(plan) - snap.now)
         return None if math.isinf(soonest) else soonest
-
-    def _soonest_demotion(self, snap: Snapshot, plan: Plan, holders: Iterable[str]) -> float:
-        """Seconds until the first of `holders` in Q0 crosses the threshold at the GPUs the plan gives it (inf:
-        none does), in C-level passes (a busy decision starts a few thousand jobs, each a holder here). The
-        same float operations per job as a step each would make; a minimum, so any order gives the same."""
-        entries, jobs, allocations = self.entries, snap.jobs, plan.allocations
-        ids = list(holders)
-        found = list(map(entries.get, ids))
-        if not all(map(is_not, found, repeat(None))):  # (a holder without an entry: none is kept)
-            ids = list(compress(ids, map(is_not, found, repeat(None))))
-            found = list(filter(None, found))
-        in_q0 = list(map(eq, map(_QUEUE, found), repeat(0)))
-        if not all(in_q0):
-            ids, found = list(compress(ids, in_q0)), list(compress(found, in_q0))
-        views = list(map(jobs.__getitem__, ids))
-        gpus = Allocation.gpus_of(map(allocations.__getitem__, ids), map(_SPEC, views))
-        over = map(sub, map(_ATTAINED, views), map(_BASE_ATTAINED, found))  # service since entering Q0
-        left = map(sub, repeat(self.threshold), over)
-        return min(map(truediv, compress(left, gpus), filter(None, gpus)), default=math.inf)
-
-    def _soonest_starvation(self, snap: Snapshot, starvation: float, out: Iterable[str]) -> float:
-        """Seconds until the first of the Q1 jobs `out` (waiting, with an entry each) starves (inf: none has
-        executed), in C-level passes (a busy decision evicts a thousand): the same float operations per job as
-        a step each would make; a minimum, so any order gives the same."""
-        ids = list(out)
-        found = list(map(self.entries.__getitem__, ids))
-        executed = list(map(sub, map(_RUNTIME, map(snap.jobs.__getitem__, ids)), map(_BASE_RUNTIME, found)))
-        ran = list(map(gt, executed, repeat(0)))
-        # Each one's last active time: `held_at` for a job of `holding` (`lazy_holders`), else its entry's.
-        last = map(getitem, zip(map(_LAST_ACTIVE, compress(found, ran)), repeat(self.held_at)),
-                   map(self.holding.__contains__, compress(ids, ran)))
-        at = map(add, last, map(mul, repeat(starvation), compress(executed, ran)))
-        return min(map(sub, at, repeat(snap.now)), default=math.inf)
 
     def _kept_holders(self, snap: Snapshot, plan: Plan, holders: Iterable[str]) -> set[str]:
         """The Q0 jobs of `holders` whose `safe` time still holds for the plan (C-level passes): their view is
