@@ -108,7 +108,9 @@ def test_on_node_is_of(role: Role) -> None:
 
 
 def test_spread_falls_back_to_the_greedy_fill(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the even spread fails, the gang goes where the greedy fill put it (most free first), as placements."""
+    """Where the even spread fails, the gang goes where the greedy fill put it (most free first), as placements.
+    (`_spread`'s own placements: a one-role gang goes by `_spread_one` with `lean_spread`, tir19's tests.)"""
+    monkeypatch.setattr(Workspace, "lean_spread", False)
     cl = cluster(3, 4)
     snap = snapshot(cl, running("r", 3, on="n0"), running("s", 1, on="n1"), pending("g", 5))
     ws = Workspace(snap)

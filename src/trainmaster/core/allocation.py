@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 from operator import attrgetter
 
 from trainmaster.core.job import JobSpec, Role
@@ -138,4 +139,13 @@ def on_node(role: Role, node: str, n: int) -> Allocation:
     _SET_NODE(task, node)
     out = _NEW(Allocation)
     out.__dict__["tasks"] = (task,) * n
+    return out
+
+
+def on_nodes(role: Role, counts: Mapping[str, int]) -> Allocation:
+    """`Allocation.of` of `counts[node]` tasks of `role` on each node (a one-role gang spread over nodes): `on_node`'s
+    runs in node order, so no placement is sorted nor built by an `__init__` frame. Equal to it and hashing alike."""
+    out = _NEW(Allocation)
+    runs = (on_node(role, node, counts[node]).tasks for node in sorted(counts))
+    out.__dict__["tasks"] = tuple(chain.from_iterable(runs))
     return out

@@ -288,10 +288,13 @@ class LowerRank(VictimRule):
         return below is not None and below.is_zero()
 
     def room(self, claimant: JobView) -> Resources | None:
-        mine = self._rank(claimant.id)
+        mine = self.ws.rank.get(claimant.id, self.last)  # (`_rank`, inlined: a frame per claimant)
         cursor, end, holders = self.cursor, self.end, self.holders
         if self.bisect_room:  # (holders are sorted by this very rank: the first one ranked after the claimant)
-            cursor = bisect_right(holders, mine, cursor, end, key=self._key)
+            # Where the holder at `cursor` is ranked after the claimant, the bisection's answer is `cursor` (the
+            # range is sorted): a long line's claimants mostly sit between the same two holders.
+            if cursor >= end or self._key(holders[cursor]) <= mine:
+                cursor = bisect_right(holders, mine, cursor, end, key=self._key)
         else:
             rank, last = self.ws.rank, self.last
             while cursor < end and rank.get(holders[cursor], last) <= mine:
@@ -426,7 +429,8 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
         return None
     room = rule.room(claimant)
     misfit = key is not None and misfits.get(key) is ws.total_free
-    if rule.shortcuts and room is not None and room.is_zero() and (misfit or not rule.try_first):
+    if (rule.shortcuts and room is not None and not (room.gpu or room.cpu or room.memory)  # (`is_zero`, inlined)
+            and (misfit or not rule.try_first)):
         # Nobody to evict: it starts as is (known not to fit) or not at all.
         rule.settled(claimant, [], False)
         return None
@@ -584,8 +588,10 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
                             else _keys(claimants[i:], wants, gangs, allocations, rejected, mixed))
             still.append(claimant)
             continue
-        if evicted:
-            ws.note(claimant.id, f"started by preempting {len(evicted)} job(s)")
+        if not evicted:  # (placed as is, most starts: no victim to settle)
+            rule.settled(claimant, [], True)
+            continue
+        ws.note(claimant.id, f"started by preempting {len(evicted)} job(s)")
         for victim, held, kind in reversed(evicted):
             if rule.put_back and ws.fits(victim, held) and (
                     not ws.queued or ws.book.quota_problem(victim, None, held) is None):  # (none: no quota)
@@ -597,7 +603,8 @@ def preempt_with(snap: Snapshot, blocked: list[JobView], ws: Workspace, rule: Vi
     if rule.migrate:
         last = len(ws.rank)
         failed: dict[GangKey, Resources] = {}  # one-role gangs no victim found room for, with the free total then
-        for victim in sorted(out, key=lambda j: ws.rank.get(j.id, last)):
+        ranks = list(map(ws.rank.get, map(_ID, out), repeat(last)))  # (sorted by a C-level key: the same order)
+        for victim in map(out.__getitem__, sorted(range(len(out)), key=ranks.__getitem__)):
             want = ws.want.get(victim.id)
             # A victim holds nothing here: where it may go follows free capacity alone (`gang_key`; its old
             # nodes are only preferred), so a gang that found no room, nothing placed since, finds none again.

@@ -78,7 +78,7 @@ class KeptRemaining:
         self.served += len(self.line)
         keys = self.line + [order_key(jobs[jid]) for jid in self.holding]
         keys.sort()  # (a sorted run and a short one: a merge)
-        return list(map(jobs.__getitem__, map(_KEY_ID, keys)))
+        return list(map(views.__getitem__, map(_KEY_ID, keys)))  # (`views` holds `jobs`' views: a dict, no proxy)
 
     def _drop(self, jid: str) -> None:
         """Forget `jid`'s key (if any)."""

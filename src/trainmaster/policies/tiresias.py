@@ -36,6 +36,7 @@ from trainmaster.policies.cycle import Cycle, KeptSizes, place_in_order
 from trainmaster.policies.pending import PendingDemand
 from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.workspace import copy_mapping
 
 _KEY = attrgetter("key")
 _SPEC, _MIN = attrgetter("spec"), attrgetter("min_resources")
@@ -122,7 +123,7 @@ class TiresiasOrder:
         visit: Iterable[str] = jobs
         if self.incremental:
             visit = self._changed(snap, lazy)
-            self.views = dict(jobs) if not self.partial else {**self.views, **jobs}
+            self.views = copy_mapping(jobs) if not self.partial else {**self.views, **jobs}
         now, visit_one, waiting = snap.now, self._visit, self.waiting
         running, starting = JobState.RUNNING, JobState.STARTING
         for jid in visit:
@@ -137,10 +138,12 @@ class TiresiasOrder:
             else:
                 visit_one(job, now)
         if self.kept_order:
+            # (After a full visit `views` is a dict copy of `jobs`: read there, not through the snapshot's proxy.)
+            read = self.views if self.incremental and not self.partial else jobs
             ids: Iterable[str] = map(_ID, self.keys)
             if len(self.keys) != len(jobs):  # (a partial snapshot: its jobs are some of the entries)
                 ids = filter(jobs.__contains__, ids)
-            return list(map(jobs.__getitem__, ids))
+            return list(map(read.__getitem__, ids))
         return list(map(jobs.__getitem__, map(_ID, sorted(map(_KEY, map(entries.__getitem__, jobs))))))
 
     def _rekey(self, e: _Entry, job: JobView, new: bool = False) -> None:
