@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from trainmaster.controller.notes import NoteStreams, Said
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -17,6 +18,7 @@ _VIEWED = frozenset({
     "spec", "state", "submit_time", "allocation", "first_start", "running_since", "restarts", "resizes",
     "preemptions", "attained_base", "runtime_base", "since", "last_checkpoint",
 })
+_PROGRESS = frozenset({"step", "loss", "steps_per_s"})  # viewed too where `JobRecord.live_progress` is off
 _SET = object.__setattr__
 KEEP = 50  # decisions a record keeps
 _ATTAINED = JobView.__dict__["attained"]  # the frozen view's own slots, under LiveJobView's properties
@@ -151,9 +153,14 @@ class JobRecord:
     _why: str = field(default="", init=False, repr=False)  # see `why`
     _log: list[tuple[float, str]] = field(default_factory=list, init=False, repr=False)  # see `decisions`
 
+    # (a class switch, not a field) a live view reads `step`, `loss` and `steps_per_s` from its record, so a
+    # report rebuilds no view (`LiveJobView`). False: they mark the view stale like any viewed field, and each
+    # view holds a copy (the reference).
+    live_progress: ClassVar[bool] = True
+
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
-        if name in _VIEWED:
+        if name in _VIEWED or (name in _PROGRESS and not self.live_progress):
             watch = self.__dict__.get("watch")
             if watch is not None:
                 watch[self.id] = None
@@ -167,6 +174,9 @@ class JobRecord:
             fields["loss"] = loss
         if steps_per_s:
             fields["steps_per_s"] = steps_per_s
+        watch = fields["watch"]
+        if watch is not None and not self.live_progress:
+            watch[self.id] = None
 
     def move(self, target: JobState, now: float, reason: str) -> None:
         """Change state through the transition table, keeping the history."""
@@ -249,7 +259,8 @@ class JobRecord:
             loss=self.loss, steps_per_s=self.steps_per_s, last_checkpoint=self.last_checkpoint,
         )
         object.__setattr__(view, "_clock", clock)
-        object.__setattr__(view, "_record", self)
+        if self.live_progress:
+            object.__setattr__(view, "_record", self)
         object.__setattr__(view, "_gpus", self.gpus_held if self.allocation else 0)
         object.__setattr__(view, "_held", bool(self.allocation))
         object.__setattr__(view, "_since", self.since)
