@@ -117,7 +117,7 @@ class Learning:
             if book.observe(record.id, spec, report, record.allocation, gpu_type, self._type_moving):
                 models[record.id] = (book.published if self.lazy else book.model)(record.id, spec)  # (see `observe`)
             else:
-                book.learner(record.id, spec).loss_curve()  # (refits follow each report's point count, as if built)
+                book.learners[record.id].loss_curve()  # (refits follow each report's point count, as if built)
                 unpublished = self._unpublished.get(job_type)  # (`_type_moving` may have built and dropped them)
                 if unpublished is None:
                     unpublished = self._unpublished[job_type] = {}

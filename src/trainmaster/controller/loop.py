@@ -214,7 +214,7 @@ class Controller:
         if self.parked:  # wake up for the first job whose backoff ends
             until = max(0.0, min(r.retry_at or 0.0 for r in self.parked.values()) - self.clock.now())
             timeout = until if timeout is None else min(timeout, until)
-        woken = [at for at in (waker() for waker in self.wakers) if at is not None]  # e.g. the autoscaler's
+        woken = [at for at in (waker() for waker in self.wakers) if at is not None] if self.wakers else []
         if woken:  # next idle check: a decision is due then even if nothing else happens
             until = max(0.0, min(woken) - self.clock.now())
             timeout = until if timeout is None else min(timeout, until)
@@ -223,7 +223,8 @@ class Controller:
             return False
         for event in events:
             self.handle(event)
-        self._unpark(self.clock.now())
+        if self.parked:
+            self._unpark(self.clock.now())
         if max_wait is not None:
             due = (interval is not None and self.clock.now() - self.last_cycle_at >= interval) \
                 or (bool(woken) and self.clock.now() >= min(woken))
@@ -466,6 +467,9 @@ class Controller:
 
     def handle(self, event: Event) -> None:
         """Apply one engine event to the job records."""
+        if type(event) is Report:  # (most events: ahead of the match's class tests)
+            self._report(event)
+            return
         match event:
             case JobArrived(time=t, job_id=jid, spec=spec):
                 self.submit(spec, jid, at=t)
@@ -475,15 +479,8 @@ class Controller:
                     record.move(JobState.RUNNING, t, "all tasks running")
                     record.last_checkpoint = t
                     self._emit("running", record)
-            case Report(job_id=jid) as report:
-                record = self.live.get(jid)
-                if record:
-                    record.step = report.step
-                    record.loss = report.loss if report.loss is not None else record.loss
-                    record.steps_per_s = report.steps_per_s or record.steps_per_s
-                    for sink in self.report_sinks:
-                        sink(report, record)
-                    self._emit("report", record)
+            case Report() as report:
+                self._report(report)
             case JobStopped(time=t, job_id=jid, step=step):
                 record = self.jobs.get(jid)
                 if record and step is not None:
@@ -510,6 +507,16 @@ class Controller:
                     self.free_total = self.free_total + node.capacity
                     self._capacity_changed(t)
                     self._dirty = True
+
+    def _report(self, report: Report) -> None:
+        """A live job's progress: its record, the report sinks, the listeners (no decision is due for it)."""
+        record = self.live.get(report.job_id)
+        if record:
+            record.progressed(report.step, report.loss, report.steps_per_s)
+            for sink in self.report_sinks:
+                sink(report, record)
+            for listener in self.listeners:  # (`_emit` of a quiet event: `_dirty` stays)
+                listener("report", record)
 
     def _task_failed(self, jid: str, t: float, msg: str) -> None:
         """A task died: the gang is broken. Stop it, then restart from the checkpoint after a backoff."""

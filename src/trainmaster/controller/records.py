@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from trainmaster.controller.notes import NoteStreams, Said
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -11,17 +12,21 @@ from trainmaster.core.job import JobSpec
 from trainmaster.core.states import JobState, Transition, check_transition
 from trainmaster.policies.snapshot import JobView
 
-# Record fields a JobView shows: changing one marks the record's cached view stale.
+# Record fields a JobView shows: changing one marks the record's cached view stale. (A report's fields, `step`,
+# `loss` and `steps_per_s`, are not among them: a live view reads them from its record, `LiveJobView`.)
 _VIEWED = frozenset({
     "spec", "state", "submit_time", "allocation", "first_start", "running_since", "restarts", "resizes",
-    "preemptions", "attained_base",
-    "runtime_base", "since", "step", "loss", "steps_per_s", "last_checkpoint",
+    "preemptions", "attained_base", "runtime_base", "since", "last_checkpoint",
 })
+_PROGRESS = frozenset({"step", "loss", "steps_per_s"})  # viewed too where `JobRecord.live_progress` is off
 _SET = object.__setattr__
 KEEP = 50  # decisions a record keeps
 _ATTAINED = JobView.__dict__["attained"]  # the frozen view's own slots, under LiveJobView's properties
 _RUNTIME = JobView.__dict__["runtime"]
 _SPENT = JobView.__dict__["spent"]
+_STEP = JobView.__dict__["step"]
+_LOSS = JobView.__dict__["loss"]
+_SPEED = JobView.__dict__["steps_per_s"]
 
 
 class ServiceClock:
@@ -42,13 +47,46 @@ class LiveJobView(JobView):
     access from the record's books (the clock's cost meter for `spent`) at the `ServiceClock`'s time (the snapshot's
     `now`), so an unchanged job costs nothing per decision. A view kept past its
     snapshot reads them at the latest decision's time.
+
+    A report's progress (`step`, `loss`, `steps_per_s`) is read from the record too: a running job reports
+    every few minutes and no policy reads these fields, so a report does not rebuild the view (nor miss the
+    caches policies keep by view identity); read at a decision, they are the record's then. A view kept past
+    its snapshot reads the latest report's.
     """
 
-    __slots__ = ("_clock", "_gpus", "_held", "_since")
+    __slots__ = ("_clock", "_gpus", "_held", "_record", "_since")
     _clock: ServiceClock
     _gpus: int  # GPUs held (0 when none)
     _held: bool  # holds any task
+    _record: JobRecord  # whose report fields it reads
     _since: float  # when the record's books were last closed (`JobRecord.since`)
+
+    @property  # type: ignore[override]
+    def step(self) -> int:
+        record: JobRecord | None = getattr(self, "_record", None)
+        return _STEP.__get__(self, JobView) if record is None else record.step  # type: ignore[no-any-return]
+
+    @step.setter
+    def step(self, value: int) -> None:  # used by the dataclass __init__
+        _STEP.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def loss(self) -> float | None:
+        record: JobRecord | None = getattr(self, "_record", None)
+        return _LOSS.__get__(self, JobView) if record is None else record.loss  # type: ignore[no-any-return]
+
+    @loss.setter
+    def loss(self, value: float | None) -> None:
+        _LOSS.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def steps_per_s(self) -> float | None:
+        record: JobRecord | None = getattr(self, "_record", None)
+        return _SPEED.__get__(self, JobView) if record is None else record.steps_per_s  # type: ignore[no-any-return]
+
+    @steps_per_s.setter
+    def steps_per_s(self, value: float | None) -> None:
+        _SPEED.__set__(self, value)
 
     @property  # type: ignore[override]
     def attained(self) -> float:
@@ -115,12 +153,30 @@ class JobRecord:
     _why: str = field(default="", init=False, repr=False)  # see `why`
     _log: list[tuple[float, str]] = field(default_factory=list, init=False, repr=False)  # see `decisions`
 
+    # (a class switch, not a field) a live view reads `step`, `loss` and `steps_per_s` from its record, so a
+    # report rebuilds no view (`LiveJobView`). False: they mark the view stale like any viewed field, and each
+    # view holds a copy (the reference).
+    live_progress: ClassVar[bool] = True
+
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
-        if name in _VIEWED:
+        if name in _VIEWED or (name in _PROGRESS and not self.live_progress):
             watch = self.__dict__.get("watch")
             if watch is not None:
                 watch[self.id] = None
+
+    def progressed(self, step: int, loss: float | None, steps_per_s: float | None) -> None:
+        """A report's progress (a loss or speed of None keeps the last one), without `__setattr__`'s check per
+        field (one per report: millions in a long replay). No view goes stale: a live view reads these."""
+        fields = self.__dict__
+        fields["step"] = step
+        if loss is not None:
+            fields["loss"] = loss
+        if steps_per_s:
+            fields["steps_per_s"] = steps_per_s
+        watch = fields["watch"]
+        if watch is not None and not self.live_progress:
+            watch[self.id] = None
 
     def move(self, target: JobState, now: float, reason: str) -> None:
         """Change state through the transition table, keeping the history."""
@@ -203,6 +259,8 @@ class JobRecord:
             loss=self.loss, steps_per_s=self.steps_per_s, last_checkpoint=self.last_checkpoint,
         )
         object.__setattr__(view, "_clock", clock)
+        if self.live_progress:
+            object.__setattr__(view, "_record", self)
         object.__setattr__(view, "_gpus", self.gpus_held if self.allocation else 0)
         object.__setattr__(view, "_held", bool(self.allocation))
         object.__setattr__(view, "_since", self.since)

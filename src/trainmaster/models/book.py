@@ -304,10 +304,10 @@ class ModelBook:
         models are built from (its prior's rows; its pooled GPU-type rates once they hold two types, below
         which `type_speed` reads none): a caller that builds their models later builds them first.
         """
-        learner = self.learner(job_id, spec)
+        learner = self.learners.get(job_id) or self.learner(job_id, spec)
         held = report.allocation or alloc
         speed = report.steps_per_s
-        if gpu_type is not None and held and speed is not None and speed > 0 and math.isfinite(speed):
+        if gpu_type is not None and speed is not None and speed > 0 and held and math.isfinite(speed):
             c = learner.config(held, learner.batch)
             learner.rates.add(c, gpu_type, speed)
             if spec.job_type:

@@ -353,6 +353,9 @@ GENERIC_TYPE_SPEED: dict[str, float] = {"k80": 1.0, "p100": 3.3, "v100": 4.1}
 _SOLVE_ROUNDS = 20
 
 
+_NO_RATE = (0.0, 0)  # a type not seen on a configuration yet: (mean steps/s, reports)
+
+
 class TypeRates:
     """Mean steps/s per (configuration, GPU type): what reports on each GPU type showed.
 
@@ -366,8 +369,10 @@ class TypeRates:
         self._types: frozenset[str] = frozenset()  # every type in `rows` (read per model: kept, not rebuilt)
 
     def add(self, c: Config, gpu_type: str, steps_per_s: float) -> None:
-        per_type = self.rows.setdefault(c, {})
-        mean, n = per_type.get(gpu_type, (0.0, 0))
+        per_type = self.rows.get(c)
+        if per_type is None:  # (not `setdefault`: a dict built per report only to be dropped)
+            per_type = self.rows[c] = {}
+        mean, n = per_type.get(gpu_type, _NO_RATE)
         per_type[gpu_type] = (mean + (steps_per_s - mean) / (n + 1), n + 1)
         self.version += 1
         if gpu_type not in self._types:

@@ -181,22 +181,25 @@ class SimEngine:
     def wait(self, timeout: float | None) -> list[Event]:
         if self.config.round:
             return self._wait_round(timeout, self.config.round)
-        heap = self._heap
+        heap, pop, fire, stale = self._heap, heapq.heappop, self._fire, self._stale
         deadline = None if timeout is None else self.clock.now() + timeout
         while heap:
-            t = heap[0][0]
+            item = heap[0]
+            t = item[0]
             if deadline is not None and t > deadline:
                 break
-            if self._stale(heap[0]):
-                heapq.heappop(heap)
+            if stale(item):
+                pop(heap)
                 continue
             self.clock.advance_to(t)
-            events: list[Event] = []
+            pop(heap)  # (`item`: checked once, not again below)
+            self.events_processed += 1
+            events: list[Event] = fire(item)  # (a fresh list: `_fire` builds one per call)
             while heap and heap[0][0] == t:
-                item = heapq.heappop(heap)
-                if not self._stale(item):
+                item = pop(heap)
+                if not stale(item):
                     self.events_processed += 1
-                    events.extend(self._fire(item))
+                    events.extend(fire(item))
             if events:
                 return events
         if deadline is not None:
@@ -344,6 +347,13 @@ class SimEngine:
 
     def _fire(self, item: _Item) -> list[Event]:
         now, _, kind, key, _ = item
+        if kind == "report":  # (most events: asked first)
+            job = self._jobs[key]
+            self._advance(job, now)
+            if job.run is not None and job.done >= job.run.until - 1e-9 * job.truth.total_steps:  # an epoch ended
+                self._set_rate(job, now)
+            self._schedule_next(key, job, now)
+            return [self._report(key, job, now)]
         if kind == "arrive":
             return [JobArrived(now, key, self._jobs[key].spec)]
         if kind == "node_lost":
@@ -359,16 +369,11 @@ class SimEngine:
             out: list[Event] = [JobRunning(now, key, job.allocation), self._report(key, job, now)]
             self._schedule_next(key, job, now)
             return out
+        # "finish"
         self._advance(job, now)
-        if kind == "finish":
-            job.running = False
-            job.version += 1
-            return [JobFinished(now, key, succeeded=True, message="reached its target")]
-        # "report"
-        if job.run is not None and job.done >= job.run.until - 1e-9 * job.truth.total_steps:  # an epoch ended
-            self._set_rate(job, now)
-        self._schedule_next(key, job, now)
-        return [self._report(key, job, now)]
+        job.running = False
+        job.version += 1
+        return [JobFinished(now, key, succeeded=True, message="reached its target")]
 
     def _schedule_next(self, job_id: str, job: _SimJob, now: float) -> None:
         remaining = job.truth.total_steps - job.done
