@@ -259,3 +259,24 @@ def test_busy_decision_plans_alike_with_the_old_memo_keys_absent() -> None:
     first = policy.decide(snap)
     assert policy.decide(snap) == first
     assert make_policy("trainmaster").decide(snap) == first
+
+
+def test_evict_for_asks_a_claimants_demand_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LAS rule's claimant: `demand` once for the room test, handed down to `find` through `try_place`."""
+    calls: list[object] = []
+    real = workspace_module.demand
+    for fits in (True, False):
+        ws, rule, p = _claimant_case(False, fits)
+        calls.clear()
+        for module in (preemption, queues_module, workspace_module):
+            monkeypatch.setattr(module, "demand", lambda *a: calls.append(a) or real(*a))
+        assert preemption._evict_for(rule, ws, p, None, {}) is not None
+        monkeypatch.undo()
+        assert len(calls) == 1, fits
+
+
+def test_preferred_nodes_in_the_pool_and_the_workspace_once_in_order() -> None:
+    cl = cluster(4, 4)
+    pool = workspace_module.EligibleNodes([cl.nodes[0], cl.nodes[2], cl.nodes[3]])
+    free = {n.name: n.capacity for n in cl.nodes[:3]}
+    assert workspace_module._preferred(["n2", "n1", "nX", "n3", "n0", "n2"], pool, free) == ["n2", "n0"]
