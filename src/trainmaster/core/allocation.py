@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
 from operator import attrgetter
+from typing import Any
 
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.resources import Resources
@@ -72,45 +73,54 @@ class Allocation:
             return False
         return all(map(tasks[0].node.__eq__, map(_NODE, tasks)))
 
+    # The memos of `per_node`, `resources` and `gpus` for the last spec asked about: one list [spec, per node,
+    # total, GPUs] (None: not computed yet) under "_memo", not a field (equality and hashing ignore it). One
+    # object where three tuples were: a busy decision remembers thousands of placements, each a tracked object
+    # the collector passes over.
+    def _memo_for(self, spec: JobSpec) -> list[Any]:
+        memo = self.__dict__.get("_memo")
+        if memo is None or memo[0] is not spec:
+            memo = self.__dict__["_memo"] = [spec, None, None, None]
+        return memo
+
     def per_node(self, spec: JobSpec) -> dict[str, Resources]:
         """Resources this allocation takes on each node. Read-only: cached for the last spec asked about."""
-        cached = self.__dict__.get("_per_node")
-        if cached is not None and cached[0] is spec:
-            out: dict[str, Resources] = cached[1]
+        memo = self.__dict__.get("_memo")
+        if memo is not None and memo[0] is spec and memo[1] is not None:
+            out: dict[str, Resources] = memo[1]
             return out
         out = {}
         for (role, node), n in self.counts.items():
             role_spec = spec.roles[role]
             out[node] = out.get(node, _ZERO) + role_spec.resources * n
-        self.__dict__["_per_node"] = (spec, out)  # a memo, not a field: equality and hashing ignore it
+        self._memo_for(spec)[1] = out
         return out
 
     def resources(self, spec: JobSpec) -> Resources:
         """What the allocation takes in all (cached for the last spec asked about, like `per_node`)."""
-        cached = self.__dict__.get("_resources")
-        if cached is not None and cached[0] is spec:
-            total: Resources = cached[1]
+        memo = self.__dict__.get("_memo")
+        if memo is not None and memo[0] is spec and memo[2] is not None:
+            total: Resources = memo[2]
             return total
         total = Resources()
         for part in self.per_node(spec).values():
             total = total + part
-        self.__dict__["_resources"] = (spec, total)
+        self._memo_for(spec)[2] = total
         return total
 
     def gpus(self, spec: JobSpec) -> int:
-        cached = self.__dict__.get("_gpus")
-        if cached is not None and cached[0] is spec:
-            n: int = cached[1]
+        memo = self.__dict__.get("_memo")
+        if memo is not None and memo[0] is spec and memo[3] is not None:
+            n: int = memo[3]
             return n
-        n = sum(spec.roles[role].resources.gpu * k for role, k in self.role_counts.items())
-        self.__dict__["_gpus"] = (spec, n)
+        n = _gpus_of(spec, self.role_counts)
+        self._memo_for(spec)[3] = n
         return n
 
     def remember(self, spec: JobSpec, per_node: dict[str, Resources], total: Resources) -> Allocation:
         """Fill the memos of `per_node`, `resources` and `gpus` for `spec` with what a caller that built the
         allocation already knows (the same values they would compute); returns the allocation."""
-        memo = self.__dict__
-        memo["_per_node"], memo["_resources"], memo["_gpus"] = (spec, per_node), (spec, total), (spec, total.gpu)
+        self.__dict__["_memo"] = [spec, per_node, total, total.gpu]
         return self
 
     def describe(self) -> str:
@@ -121,6 +131,12 @@ class Allocation:
             if nodes:
                 parts.append(f"{role.value}={len(nodes)}@{','.join(sorted(set(nodes)))}")
         return " ".join(parts) or "none"
+
+
+def _gpus_of(spec: JobSpec, role_counts: Mapping[Role, int]) -> int:
+    """`Allocation.gpus` computed (a function of its own: its generator would make `spec` a cell of `gpus`,
+    built at every call, memo found or not)."""
+    return sum(spec.roles[role].resources.gpu * k for role, k in role_counts.items())
 
 
 EMPTY = Allocation()

@@ -46,10 +46,15 @@ def fair_sequence(book: QueueBook, jobs: list[JobView]) -> list[list[JobView]]:
 def fair_order(book: QueueBook | None, pending: list[JobView]) -> Iterator[JobView]:
     """The pending jobs in fair-share order: each next job from the queue whose `fair_key` is lowest as the
     book stands when it is asked for (the caller places the previous job first). Without queue definitions
-    (no book: None) every job is in the implicit queue: the given order."""
+    (no book: None) every job is in the implicit queue: the given order, a plain list iterator (no generator
+    frame resumed per job: a busy line's 10,000)."""
     if book is None or not book.queues:
-        yield from pending
-        return
+        return iter(pending)
+    return _by_fair_key(book, pending)
+
+
+def _by_fair_key(book: QueueBook, pending: list[JobView]) -> Iterator[JobView]:
+    """`fair_order` under queue definitions (a generator: the book is read as each job is asked for)."""
     groups = [deque(g) for g in fair_sequence(book, pending)]
     while groups:
         if len(groups) > 1:

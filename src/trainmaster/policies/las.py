@@ -29,6 +29,7 @@ from trainmaster.core.resources import Resources, resources_of
 from trainmaster.models.book import JobModel
 from trainmaster.policies.cycle import GangKey, KeptGangs
 from trainmaster.policies.preemption import RANK, VictimRule, preempt_with
+from trainmaster.policies.queuebook import IMPLICIT
 from trainmaster.policies.queues import job_order_key
 from trainmaster.policies.snapshot import JobView, Snapshot, forget_ended
 from trainmaster.policies.tiresias import STARVATION, THRESHOLD, TiresiasOrder
@@ -182,6 +183,8 @@ class SameClassLowerRank(VictimRule):
         last = self.last = len(rank)
         snap, allocations = ws.snap, ws.allocations
         jobs, training = snap.jobs, JobKind.TRAINING
+        # without queue definitions every job's queue is the implicit one (`queue_name`): no frame per job
+        queued = self.queued = ws.queued
         holders: dict[tuple[str, int], list[tuple[int, str, Allocation, JobSpec]]] = {}
         # the blocked jobs' ranks, read once (C-level) for `_after` (the first of them) and `claimants`
         self._blocked = (blocked, list(map(rank.get, map(_ID, blocked), repeat(last))))
@@ -189,7 +192,7 @@ class SameClassLowerRank(VictimRule):
             alloc, job = allocations[jid], jobs.get(jid)
             if alloc.tasks and job is not None and job.spec.kind is training:
                 entry = (rank.get(jid, last), jid, alloc, job.spec)
-                holders.setdefault((ws.queue_of(job), job.spec.priority), []).append(entry)
+                holders.setdefault((ws.queue_of(job) if queued else IMPLICIT, job.spec.priority), []).append(entry)
         self.ids: dict[tuple[str, int], list[str]] = {}
         self.ranks: dict[tuple[str, int], list[int]] = {}
         # each holder's allocation and spec at set-up (`ids` loses evicted holders off the end; these stay)
@@ -249,7 +252,7 @@ class SameClassLowerRank(VictimRule):
         found = None
         spec = claimant.spec
         if spec.kind is JobKind.TRAINING:
-            key = (self.ws.queue_of(claimant), spec.priority)
+            key = (self.ws.queue_of(claimant) if self.queued else IMPLICIT, spec.priority)
             ranks = self.ranks.get(key)
             if ranks is not None:  # (the claimant's rank read inline: `_rank`)
                 found = (key, bisect.bisect_right(ranks, self.ws.rank.get(claimant.id, self.last)))

@@ -408,7 +408,7 @@ def _place(rule: VictimRule, ws: Workspace, job: JobView, want: Mapping[Role, in
            need: Resources | None = None) -> bool:
     """Place `job`'s gang of `want` as things stand now; `need`: its `demand`, where known."""
     if rule.quota_aware:
-        result = try_place(ws, job, want)
+        result = try_place(ws, job, want, need)
         return result is not None and not isinstance(result, str)
     alloc = ws.find(job, want, need=need)
     if alloc is not None:
@@ -442,9 +442,10 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
             if key is not None:  # (so it does not fit as is either)
                 misfits[key] = free
             return None
-    # A placement as is changes nothing when it fails (`find`, then `assign`): the trial opens after it
-    # (`try_place` under quotas may: then before). Kept as is, it is recorded where the trial would put it.
-    trial = ws.trial() if rule.quota_aware else None
+    # A placement as is changes nothing when it fails (`find`, then `assign`; `try_place` without queue
+    # definitions alike: no quota problem after a fit): the trial opens after it (`try_place` under queue
+    # definitions may: then before). Kept as is, it is recorded where the trial would put it.
+    trial = ws.trial() if rule.quota_aware and ws.queued else None
     placed = rule.try_first and not misfit and _place(rule, ws, claimant, want, need)
     if placed and trial is None:
         return []

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.job import JobKind, Role
+from trainmaster.core.resources import Resources
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.workspace import Workspace, demand
 
@@ -25,21 +26,24 @@ def by_priority(snap: Snapshot) -> list[JobView]:
     return sorted(snap.jobs.values(), key=job_order_key)
 
 
-def try_place(ws: Workspace, job: JobView, counts: Mapping[Role, int]) -> Allocation | str | None:
+def try_place(ws: Workspace, job: JobView, counts: Mapping[Role, int],
+              need: Resources | None = None) -> Allocation | str | None:
     """Place `job` with `counts` if it fits and keeps hard quotas; the quota problem, or None when it does not fit.
 
-    Without queue definitions there are no quotas and the book is never built.
+    Without queue definitions there are no quotas and the book is never built. `need`: `demand(job.spec,
+    counts)` where the caller has it already (preemption asks it of every claimant first), else computed here.
     """
     held = ws.allocations.get(job.id)
     queues = ws.queued
     if not queues and (held is None or not held.tasks) and not job.allocation.tasks:
         # (no quota, nothing held, nowhere it runs now: `choose` is `find`, whose first step is the fit test
         # below: one `demand` and one test per placement, not two; a busy LAS pass places thousands this way)
-        alloc = ws.find(job, counts)
+        alloc = ws.find(job, counts, need=need)
         if alloc is not None:
             ws.assign(job, alloc)
         return alloc
-    need = demand(job.spec, counts)
+    if need is None:
+        need = demand(job.spec, counts)
     mine = held.resources(job.spec) if held else None  # (None: it holds nothing here, no zero added on)
     if queues and ws.book.hard_quota_blocks(job, need if mine is None else need - mine):
         return ws.book.quota_problem(job, held, Allocation.of(Placement(r, "") for r, n in counts.items()

@@ -115,7 +115,7 @@ class ClusterMemo:
         key = (spec.transient is TransientUse.NEVER, types if types and spec.min_gpus > 0 else ())
         found = self.pools.get(key)
         if found is None:
-            found = self.pools[key] = EligibleNodes([n for n in self.cluster.nodes if eligible(n, spec)])
+            found = self.pools[key] = _eligible_nodes(self.cluster, spec)
         return found
 
     def fresh(self, cluster: Cluster) -> ClusterMemo:
@@ -223,7 +223,7 @@ class _FitIndex:
         r = self.free.get(name)
         if old is None or r is None:
             return
-        new = _fit_key(r.gpu, r.cpu, old & _POSITION_MASK)
+        new = (r.gpu << _GPU_BITS) + (r.cpu << _POSITION_BITS) + (old & _POSITION_MASK)  # (`_fit_key`, inlined)
         if new == old:
             return
         order = self.order
@@ -237,7 +237,8 @@ class _FitIndex:
         order, free, names = self.order, self.free, self.names
         # By position, not `islice(order, start, None)`: islice steps over the `start` entries before it one by
         # one, and on a busy cluster most nodes sort there (no free GPU): ~900 steps per search at 1,000 nodes.
-        for k in range(bisect.bisect_left(order, _fit_key(dg, dc, 0)), len(order)):
+        # (`_fit_key(dg, dc, 0)`, inlined: a frame per search)
+        for k in range(bisect.bisect_left(order, (dg << _GPU_BITS) + (dc << _POSITION_BITS)), len(order)):
             name = names[order[k] & _POSITION_MASK]
             r = free[name]
             if r.gpu >= dg and r.cpu >= dc and r.memory >= dm and name in allowed:
@@ -300,6 +301,34 @@ def _spread_one(spec: JobSpec, counts: Mapping[Role, int], free: Mapping[str, Re
     per_node = {node: task * per_task[node] for node in sorted(per_task)}  # (`per_node`'s order: the tasks')
     total = task * n
     return alloc.remember(spec, per_node, total)
+
+
+# Rare paths of `find`, `_find` and `ClusterMemo.pool` as functions of their own: a comprehension in a hot method
+# makes the variables it reads cells, each built at every call (thousands of searches per busy decision).
+def _eligible_nodes(cluster: Cluster, spec: JobSpec) -> EligibleNodes:
+    return EligibleNodes([n for n in cluster.nodes if eligible(n, spec)])
+
+
+def _preferred(prefer: Iterable[str], pool: EligibleNodes, free: Mapping[str, Resources]) -> list[str]:
+    """`prefer`'s nodes in the pool and the workspace, each once, in order."""
+    return [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in free]
+
+
+def _first_fitting(preferred: list[str], need: Resources, own: Mapping[str, Resources],
+                   held_per_node: Mapping[str, Resources]) -> str | None:
+    """The first of `preferred` that holds `need` (what the job holds there counted as free), or None."""
+    return next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, _ZERO))), None)
+
+
+def _on_one_node(counts: Mapping[Role, int], node: str) -> Allocation:
+    """A gang of several roles on `node`."""
+    return Allocation.of(Placement(role, node) for role, n in counts.items() for _ in range(n))
+
+
+def _with_held(own: Mapping[str, Resources], held_per_node: Mapping[str, Resources],
+               names: Iterable[str]) -> dict[str, Resources]:
+    """Free capacity of `names` in the workspace, what the job holds on each counted as free."""
+    return {name: own[name] + held_per_node.get(name, _ZERO) for name in names if name in own}
 
 
 class Trial:
@@ -623,7 +652,7 @@ class Workspace:
         if tasks > 1 and anchored(spec, self.memo, counts):  # (one task: no anchors to keep apart)
             return self._find_anchored(job, counts, prefer)
         pool = self.memo.pool(spec)
-        preferred = [p for p in dict.fromkeys(prefer) if p in pool.allowed and p in self.free] if prefer else []
+        preferred = _preferred(prefer, pool, self.free) if prefer else []
         misfit = None
         if not held_per_node and not preferred and len(counts) == 1:
             # One role, nothing held or preferred: whether it fits depends on free capacity alone, and
@@ -645,10 +674,8 @@ class Workspace:
               pool: EligibleNodes, preferred: list[str], held_per_node: Mapping[str, Resources]
               ) -> Allocation | None:
         own = self.free
-        zero = _ZERO
         # One node if possible: preferred first, then the best scored.
-        single = next((p for p in preferred if need.fits_in(own[p] + held_per_node.get(p, zero))), None
-                      ) if preferred else None
+        single = _first_fitting(preferred, need, own, held_per_node) if preferred else None
         if single is None and self.scoring is not TIGHTEST:
             if self._by_class and not held_per_node:
                 single = self._best_by_class(job, need, pool)
@@ -679,10 +706,10 @@ class Workspace:
                 ((role, n),) = counts.items()
                 alloc = on_node(role, single, n)
             else:
-                alloc = Allocation.of(Placement(role, single) for role, n in counts.items() for _ in range(n))
+                alloc = _on_one_node(counts, single)
             return alloc.remember(spec, {single: need}, need)  # (`_take` and the presets read these)
         if held_per_node or self.scoring is not TIGHTEST:
-            free = {name: own[name] + held_per_node.get(name, zero) for name in pool.names if name in own}
+            free = _with_held(own, held_per_node, pool.names)
         else:  # only nodes that hold some task: `_spread` never chooses the others (same order for the rest)
             free = self._holding_some(spec, counts, pool)
         return self._spread(spec, counts, free, preferred, job)
