@@ -6,38 +6,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.replay_helpers import Recorder, on_and_off, spy
-from tests.test_model_groups import _philly
+from tests.replay_helpers import on_and_off, spy
+from tests.test_trainmaster_philly_paths import trainmaster_philly_plans
 
-from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.records import JobRecord
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.events import Report
 from trainmaster.core.job import Role, simple_job
-from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.engines.sim.engine import SimEngine
 from trainmaster.policies.registry import make_policy
-from trainmaster.policies.snapshot import Plan
-from trainmaster.policies.trainmaster import AdaptiveCycle
 from trainmaster.workloads.base import LinearTruth, Workload, WorkloadJob
-
-
-def _replay(shared_data: Path) -> list[Plan]:
-    """Every plan of the trainmaster preset on Philly's first jobs (`_philly`) on 4x8, reports every 300 s."""
-    cycle = make_policy("trainmaster")
-    assert isinstance(cycle, AdaptiveCycle)
-    recorder = Recorder(cycle)
-    engine = SimEngine(parse_shorthand("4x8"), _philly(shared_data),
-                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL, seed=2))
-    Controller(engine, recorder).run()  # type: ignore[arg-type]
-    return recorder.plans
 
 
 def test_live_progress_plans_as_a_view_per_report(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
     """The same plans with the report's fields read live as with a view rebuilt at every report, and far
     fewer views built."""
-    fast, slow = on_and_off(monkeypatch, lambda: _replay(shared_data), (JobRecord, "live_progress"),
+    fast, slow = on_and_off(monkeypatch, lambda: trainmaster_philly_plans(shared_data), (JobRecord, "live_progress"),
                             spies={"views": (JobRecord, "live_view", lambda view, *args: view)}, least=20)
     assert 0 < 3 * len(fast.calls["views"]) < 2 * len(slow.calls["views"])  # (307 and 527 views built)
 

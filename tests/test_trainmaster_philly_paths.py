@@ -29,6 +29,17 @@ from trainmaster.policies.snapshot import JobView, Plan
 from trainmaster.policies.trainmaster import AdaptiveCycle
 
 
+def trainmaster_philly_plans(shared_data: Path) -> list[Plan]:
+    """Every plan of the trainmaster preset on Philly's first jobs (`_philly`) on 4x8, reports every 300 s."""
+    cycle = make_policy("trainmaster")
+    assert isinstance(cycle, AdaptiveCycle)
+    recorder = Recorder(cycle)
+    engine = SimEngine(parse_shorthand("4x8"), _philly(shared_data),
+                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL, seed=2))
+    Controller(engine, recorder).run()  # type: ignore[arg-type]
+    return recorder.plans
+
+
 def replay(patch: pytest.MonkeyPatch, shared_data: Path) -> tuple[list[Plan], dict[str, int]]:
     """Every plan of the trainmaster preset on Philly's first jobs (`_philly`) on 4x8; calls counted."""
     calls = {"predicted_remaining": 0, "steps_per_s": 0, "fit": 0}
@@ -52,13 +63,7 @@ def replay(patch: pytest.MonkeyPatch, shared_data: Path) -> tuple[list[Plan], di
     patch.setattr(JobModel, "steps_per_s", counted_speed)
     patch.setattr(priors, "fit", counted_fit)  # (the eager refit)
     patch.setattr(speed_module, "fit", counted_fit)  # (a deferred one, when solved)
-    cycle = make_policy("trainmaster")
-    assert isinstance(cycle, AdaptiveCycle)
-    recorder = Recorder(cycle)
-    engine = SimEngine(parse_shorthand("4x8"), _philly(shared_data),
-                       SimConfig(report_interval=LEARNING_REPORT_INTERVAL, seed=2))
-    Controller(engine, recorder).run()  # type: ignore[arg-type]
-    return recorder.plans, calls
+    return trainmaster_philly_plans(shared_data), calls
 
 
 def test_unknown_predictions_read_in_line_plan_as_asking(monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> None:
