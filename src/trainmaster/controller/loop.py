@@ -515,8 +515,7 @@ class Controller:
             record.progressed(report.step, report.loss, report.steps_per_s)
             for sink in self.report_sinks:
                 sink(report, record)
-            for listener in self.listeners:  # (`_emit` of a quiet event: `_dirty` stays)
-                listener("report", record)
+            self._emit("report", record)  # (a quiet event: no decision is due for it)
 
     def _task_failed(self, jid: str, t: float, msg: str) -> None:
         """A task died: the gang is broken. Stop it, then restart from the checkpoint after a backoff."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from trainmaster.controller.notes import NoteStreams, Said
 from trainmaster.core.allocation import EMPTY, Allocation
@@ -27,6 +27,19 @@ _SPENT = JobView.__dict__["spent"]
 _STEP = JobView.__dict__["step"]
 _LOSS = JobView.__dict__["loss"]
 _SPEED = JobView.__dict__["steps_per_s"]
+
+
+def _from_record(slot: Any, name: str) -> Any:
+    """A report's field on a `LiveJobView`: read from its record where it has one, else from the view's own slot
+    (which the dataclass `__init__` still sets)."""
+    def read(view: JobView) -> object:
+        record = getattr(view, "_record", None)
+        return slot.__get__(view, JobView) if record is None else getattr(record, name)
+
+    def write(view: JobView, value: object) -> None:
+        slot.__set__(view, value)
+
+    return property(read, write)
 
 
 class ServiceClock:
@@ -61,32 +74,9 @@ class LiveJobView(JobView):
     _record: JobRecord  # whose report fields it reads
     _since: float  # when the record's books were last closed (`JobRecord.since`)
 
-    @property  # type: ignore[override]
-    def step(self) -> int:
-        record: JobRecord | None = getattr(self, "_record", None)
-        return _STEP.__get__(self, JobView) if record is None else record.step  # type: ignore[no-any-return]
-
-    @step.setter
-    def step(self, value: int) -> None:  # used by the dataclass __init__
-        _STEP.__set__(self, value)
-
-    @property  # type: ignore[override]
-    def loss(self) -> float | None:
-        record: JobRecord | None = getattr(self, "_record", None)
-        return _LOSS.__get__(self, JobView) if record is None else record.loss  # type: ignore[no-any-return]
-
-    @loss.setter
-    def loss(self, value: float | None) -> None:
-        _LOSS.__set__(self, value)
-
-    @property  # type: ignore[override]
-    def steps_per_s(self) -> float | None:
-        record: JobRecord | None = getattr(self, "_record", None)
-        return _SPEED.__get__(self, JobView) if record is None else record.steps_per_s  # type: ignore[no-any-return]
-
-    @steps_per_s.setter
-    def steps_per_s(self, value: float | None) -> None:
-        _SPEED.__set__(self, value)
+    step = _from_record(_STEP, "step")
+    loss = _from_record(_LOSS, "loss")
+    steps_per_s = _from_record(_SPEED, "steps_per_s")
 
     @property  # type: ignore[override]
     def attained(self) -> float:
