@@ -3,9 +3,9 @@
 Each change is exact, tested here against the code it replaced: `try_place` handed the claimant's `need` (no
 second `demand`); `_evict_for` opening no trial before an as-is start where `try_place` cannot change anything
 when it fails (no queue definitions); `SameClassLowerRank` reading the implicit queue without `queue_of`;
-`fair_order` a plain list iterator without queues; `any_adaptive` in C-level passes; `_FitIndex` with `_fit_key`
-inlined; `find`, `_find`, `ClusterMemo.pool` and `Allocation.gpus` without cells (their rare comprehensions moved
-out); `Allocation`'s three memos in one list.
+`fair_order` a plain list iterator without queues; `any_adaptive` in C-level passes; `_FitIndex`'s keys
+against `_fit_key`; `find`, `_find`, `ClusterMemo.pool` and `Allocation.gpus` without cells (their rare
+comprehensions moved out); `Allocation`'s three memos in one list.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def test_any_adaptive_as_the_generator() -> None:
         assert goodput.any_adaptive(snap, ids) is expected
 
 
-# -- the fit index with `_fit_key` inlined --------------------------------------------------------
+# -- the fit index against `_fit_key` ----------------------------------------------------------------
 def test_fit_index_keys_and_tightest_as_by_fit_key() -> None:
     rng = random.Random(15)
     names = [f"n{k}" for k in range(30)]

@@ -223,7 +223,7 @@ class _FitIndex:
         r = self.free.get(name)
         if old is None or r is None:
             return
-        new = (r.gpu << _GPU_BITS) + (r.cpu << _POSITION_BITS) + (old & _POSITION_MASK)  # (`_fit_key`, inlined)
+        new = _fit_key(r.gpu, r.cpu, old & _POSITION_MASK)
         if new == old:
             return
         order = self.order
@@ -237,8 +237,7 @@ class _FitIndex:
         order, free, names = self.order, self.free, self.names
         # By position, not `islice(order, start, None)`: islice steps over the `start` entries before it one by
         # one, and on a busy cluster most nodes sort there (no free GPU): ~900 steps per search at 1,000 nodes.
-        # (`_fit_key(dg, dc, 0)`, inlined: a frame per search)
-        for k in range(bisect.bisect_left(order, (dg << _GPU_BITS) + (dc << _POSITION_BITS)), len(order)):
+        for k in range(bisect.bisect_left(order, _fit_key(dg, dc, 0)), len(order)):
             name = names[order[k] & _POSITION_MASK]
             r = free[name]
             if r.gpu >= dg and r.cpu >= dc and r.memory >= dm and name in allowed:
