@@ -58,9 +58,15 @@ def submit(server: ServerProcess, tmp_path: Path, name: str, command: str, *flag
 
 
 def blocker(server: ServerProcess, tmp_path: Path, name: str) -> tuple[str, Path]:
-    """A job holding the whole cluster (2 nodes x 2 CPUs) until the test creates its marker."""
-    marker = tmp_path / f"{name}.go"
-    jid = submit(server, tmp_path, name, f"while [ ! -f {marker} ]; do sleep 0.1; done", cpu=2, workers=2)
+    """A job holding the whole cluster (2 nodes x 2 CPUs) until the test creates its marker.
+
+    Its chief reports step 0 at once (a line in TM_REPORT_FILE, as `trainmaster.train` writes), so the engine
+    calls it running at that report instead of after `silent_running_after` (30 s) of a silent command.
+    """
+    marker, script = tmp_path / f"{name}.go", tmp_path / f"{name}.sh"
+    script.write_text('[ -z "$TM_REPORT_FILE" ] || echo "{\\"t\\": $(date +%s), \\"step\\": 0}" >> "$TM_REPORT_FILE"\n'
+                      f"while [ ! -f {marker} ]; do sleep 0.1; done\n")
+    jid = submit(server, tmp_path, name, f"sh {script}", cpu=2, workers=2)
     wait_state(server, jid, "running")
     return jid, marker
 
