@@ -68,3 +68,23 @@ def test_bad_market_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert len(err) == 1 and "m.csv:2" in err[0], err
     assert main(["simulate", "--workload", "synthetic:2", "--cluster", "1x4", "--market", str(tmp_path / "no")]) == 2
     assert "--market: cannot read" in capsys.readouterr().err
+
+
+def test_notice_option_sets_the_market_s_warning_and_defaults_to_gce_s(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`--notice` (the transient-node tests shorten the wait with it); unset it stays GCE's 30 s."""
+    import argparse
+
+    from trainmaster.cli import market as market_cli
+    from trainmaster.core.market import GCE_NOTICE
+
+    (tmp_path / "m.csv").write_text("time,zone,type,available\n0,z,k80,1\n")
+    p = argparse.ArgumentParser()
+    market_cli.add_options(p)
+    default = market_cli.setup(p.parse_args(["--market", str(tmp_path / "m.csv")])).market
+    short = market_cli.setup(p.parse_args(["--market", str(tmp_path / "m.csv"), "--notice", "5"])).market
+    assert getattr(default, "notice", None) == GCE_NOTICE == 30.0 and getattr(short, "notice", None) == 5.0
+    assert main(["simulate", "--workload", "synthetic:2", "--cluster", "1x4", "--market", str(tmp_path / "m.csv"),
+                 "--notice", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--notice" in err[0], err

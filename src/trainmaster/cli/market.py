@@ -16,7 +16,7 @@ from pathlib import Path
 from trainmaster.controller.autoscale import Autoscaler, MarketSetup
 from trainmaster.controller.loop import Controller
 from trainmaster.core.errors import SpecError
-from trainmaster.core.market import Market, autoscale_from_mapping
+from trainmaster.core.market import GCE_NOTICE, Market, autoscale_from_mapping
 from trainmaster.core.spec import load_yaml_text
 from trainmaster.engines.sim.engine import SimEngine
 from trainmaster.workloads.market import LifetimeMarket, TraceMarket
@@ -31,6 +31,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace-delay", type=float, default=REPLACE_DELAY, metavar="SECONDS",
                    help=f"with --market and no --autoscale: a revoked node is replaced after this many seconds "
                         f"(default {REPLACE_DELAY:g}; a negative value: never replaced)")
+    p.add_argument("--notice", type=float, default=GCE_NOTICE, metavar="SECONDS",
+                   help=f"with --market: how long before a revoked node goes it gets the notice "
+                        f"(default {GCE_NOTICE:g}, GCE's)")
     p.add_argument("--autoscale", type=Path, default=None, metavar="FILE",
                    help="YAML with an `autoscale:` section (nodeTypes with limits and prices, idleTimeout, "
                         "maxCostPerHour, budget): nodes are added for waiting jobs and given back when idle")
@@ -45,10 +48,12 @@ def setup(args: argparse.Namespace, seed: int = 0) -> MarketSetup:
             head = path.read_text().split("\n", 1)[0].strip().lower()
         except OSError as exc:
             raise SpecError("--market", f"cannot read {path}: {exc.strerror}", "pass lifetime.csv or a trace") from None
+        if not math.isfinite(args.notice) or args.notice < 0:
+            raise SpecError("--notice", f"{args.notice} is not a duration", "use seconds >= 0, e.g. 30")
         if head.replace(" ", "") == "time,zone,type,available":
-            market = TraceMarket.from_csv(path)
+            market = TraceMarket.from_csv(path, notice=args.notice)
         else:
-            market = LifetimeMarket.from_csv(path, seed=seed)
+            market = LifetimeMarket.from_csv(path, seed=seed, notice=args.notice)
     autoscale = None
     if args.autoscale is not None:
         try:

@@ -144,8 +144,8 @@ class LifetimeMarket:
                 self._fits[(t, z)] = zoned
 
     @classmethod
-    def from_csv(cls, path: Path, seed: int = 0) -> LifetimeMarket:
-        return cls(read_lifetimes(path), seed=seed)
+    def from_csv(cls, path: Path, seed: int = 0, notice: float = GCE_NOTICE) -> LifetimeMarket:
+        return cls(read_lifetimes(path), seed=seed, notice=notice)
 
     def fit_for(self, gpu_type: str | None, zone: str) -> _Fit:
         t = (gpu_type or "").lower()
@@ -181,8 +181,8 @@ class TraceMarket:
     notice: float = GCE_NOTICE
 
     @classmethod
-    def from_csv(cls, path: Path) -> TraceMarket:
-        return cls(read_availability(path))
+    def from_csv(cls, path: Path, notice: float = GCE_NOTICE) -> TraceMarket:
+        return cls(read_availability(path), notice=notice)
 
     def revocation(self, node: Node, joined_at: float) -> Revocation | None:
         return None
