@@ -79,9 +79,9 @@ def idle_while_waiting(records: dict[str, JobRecord], steps: dict[str, list[tupl
     """(GPU-s idle while some job waited without GPUs, GPU-s held, makespan) over the replay."""
     events: list[tuple[float, str, int]] = []
     for jid, rec in records.items():
-        events.append((rec.submit_time, jid, -1))
-        events.extend((t, jid, g) for t, g in steps[jid])
         assert rec.finish_time is not None
+        events.append((rec.submit_time, jid, -1))
+        events.extend((t, jid, g) for t, g in steps[jid] if t < rec.finish_time)  # (a stop may be told later)
         events.append((rec.finish_time, jid, -2))
     events.sort(key=lambda e: e[0])
     held: dict[str, int] = {}

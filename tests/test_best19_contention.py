@@ -34,7 +34,7 @@ def test_a_jobs_jct_splits_into_queueing_preempted_waits_delays_and_the_rest() -
 
 def test_idle_gpus_count_only_while_some_job_waits() -> None:
     a, b = _record("a", 0.0, 0.0, 100.0), _record("b", 50.0, 80.0, 100.0)
-    steps = {"a": [(0.0, 2)], "b": [(80.0, 4)]}
+    steps = {"a": [(0.0, 2), (100.0, 0)], "b": [(80.0, 4), (120.0, 0)]}  # (b's stop told after its finish)
     idle, used, span = idle_while_waiting({"a": a, "b": b}, steps, 8)
     assert span == 100.0
     assert used == pytest.approx(2 * 100 + 4 * 20)
