@@ -21,6 +21,7 @@ from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec, Role, Target, simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.models.book import JobModel, LazyJobModel, ModelBook
+from trainmaster.models.speed import Config, Form, Row, SpeedFit, deferred_fit, fit
 from trainmaster.policies.las import RemainingOrder
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
@@ -229,3 +230,44 @@ def test_models_seen_per_snapshot_as_built_ones_on_loss_targets() -> None:
     slow_models, slow, _ = _replay("trainmaster", True, _ps("1x4:v100+1x4:k80"), _keep(False))
     assert fast_models == slow_models
     same_plans(fast, slow, least=40)
+
+
+def test_a_deferred_weighted_fit_reads_as_the_fit() -> None:
+    """`deferred_fit` with weights (a job's own fit, its siblings' rows down-weighted): the same coefficients."""
+    rows = [Row(Config(workers=w, ps=p, nodes=n, batch=32.0), y, 1)
+            for w, p, n, y in ((1, 1, 1, 0.5), (2, 1, 1, 0.3), (4, 2, 2, 0.2), (8, 2, 2, 0.15), (2, 2, 1, 0.28),
+                               (4, 1, 1, 0.19))]
+    weights = [1.0, 1.0, 1.0, 0.25, 0.25, 0.25]
+    now = fit(Form.PS_SYNC, rows, weights)
+    later = deferred_fit(Form.PS_SYNC, rows, weights)
+    unweighted = fit(Form.PS_SYNC, rows)
+    assert now is not None and later is not None and unweighted is not None and "theta" not in vars(later)
+    assert later.theta == now.theta != unweighted.theta and later == now
+
+
+@pytest.mark.parametrize("preset", ["optimus", "trainmaster"])
+def test_deferred_own_fits_plan_as_solved_at_once(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ModelBook.defer_own_fits`: parameter-server jobs fit their own speed from their third shape on; the same
+    models read and plans as with every own fit solved at once."""
+    from tests.test_once_per_snapshot import _ps
+
+    solved = [0]
+    solve = SpeedFit.__getattr__
+
+    def counting(self: SpeedFit, name: str) -> tuple[float, ...]:
+        solved[0] += name == "theta"
+        return solve(self, name)
+
+    monkeypatch.setattr(SpeedFit, "__getattr__", counting)
+
+    def defer(on: bool) -> Callable[[Learning], None]:
+        def configure(learning: Learning) -> None:
+            learning.book.defer_own_fits = on
+        return configure
+
+    fast_models, fast, _ = _replay(preset, True, _ps("2x4"), defer(True))
+    deferred = solved[0]
+    slow_models, slow, _ = _replay(preset, True, _ps("2x4"), defer(False))
+    assert fast_models == slow_models
+    same_plans(fast, slow, least=40)
+    assert deferred > 0

@@ -37,6 +37,7 @@ from trainmaster.models.speed import (
     Scaled,
     SpeedPredictor,
     TypeRates,
+    deferred_fit,
     fit,
     for_local_max,
     form_of,
@@ -315,6 +316,9 @@ class ModelBook:
         self.own_min = own_min  # distinct own configurations before the job's own fit is trusted
         self.prior_weight = prior_weight  # total weight of siblings' rows in a job's own fit (one row = 1)
         self.use_priors = use_priors
+        # A job's own fit solved when its coefficients are first read (`speed.deferred_fit`), not when it is
+        # asked for: on Philly nobody reads a running job's speed. False: solved at once (the reference).
+        self.defer_own_fits = True
         self.learners: dict[str, JobLearner] = {}
         self.priors = TypePriors()
         self.type_rates: dict[str, TypeRates] = {}  # job type -> its jobs' speeds per GPU type
@@ -402,7 +406,8 @@ class ModelBook:
             weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
             if not cross_slope and learner.form is Form.ALLREDUCE:
                 return self._own_law(learner, own, siblings, weights), "own fit"
-            return fit(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
+            solve = deferred_fit if self.defer_own_fits else fit
+            return solve(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
         prior = self.priors.fitted(job_type, learner.form, need, cross_slope) if job_type else None
         if not cross_slope:
             prior = for_local_max(prior, learner.local_max)
