@@ -239,10 +239,12 @@ class _Kept(Generic[_O, _T]):
         return value
 
 
-def _live_step(model: JobModel) -> float:
-    """`LazyJobModel.step`: its learner's (moved by the job's own reports alone, each of which republishes it)."""
-    learner: JobLearner = model.__dict__["_learner"]
-    return learner.step
+def _step(model: JobModel) -> float:
+    """`LazyJobModel.step`: its learner's where it is live (moved by the job's own reports alone, each of which
+    republishes it: `ModelBook.republished`), else the step it was built at."""
+    d = model.__dict__
+    learner: JobLearner | None = d["_learner"]
+    return d["step"] if learner is None else learner.step
 
 
 class LazyJobModel(JobModel):
@@ -253,24 +255,25 @@ class LazyJobModel(JobModel):
     rows, its type's prior fit, its progress): the book moves on before a
     snapshot reads it, so it reads as the eager `ModelBook.model` did then.
 
-    `step` is read from its learner: a job's step moves at each of its reports, and each report has its model
-    republished before a snapshot reads it (`ModelBook.republished`), so the step read at a decision is the
-    one a model built then would hold. That lets `renew` keep the model object when nothing else a reader
-    may have read moved: every cache kept by model identity (`las.RemainingOrder`'s keys, backfill's
-    predictions) still serves. A model kept past its snapshot reads the latest step (as `LiveJobView`s do).
+    `live` (`ModelBook.republished`): `step` is read from its learner. A job's step moves at each of its
+    reports, and a caller that republishes the job's model at each report before a snapshot reads it (`Learning`)
+    reads at a decision the step a model built then would hold. That lets `renew` keep the model object when
+    nothing else a reader may have read moved: every cache kept by model identity (`las.RemainingOrder`'s keys,
+    backfill's predictions) still serves. A live model kept past its snapshot reads the latest step (as
+    `LiveJobView`s do). Not live (`ModelBook.published`): the step it was built at.
     """
 
     def __init__(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None,
-                 target: Target, type_speed: Mapping[str, float], curve: LossCurve | None) -> None:
+                 target: Target, type_speed: Mapping[str, float], curve: LossCurve | None, live: bool = False) -> None:
         set_fields(self, dict(  # (frozen: fields are set once, here, in one call: one per report)
-            job_id=learner.job_id, form=learner.form, batch=learner.batch, configs=len(own),
+            job_id=learner.job_id, form=learner.form, batch=learner.batch, step=learner.step, configs=len(own),
             curve=curve, type_speed=type_speed, goodput=None, max_workers=learner.max_workers,
-            _inputs=(own, prior, target, learner.epoch), _got=None, _learner=learner))
+            _inputs=(own, prior, target, learner.epoch), _got=None, _learner=learner if live else None))
 
     def renew(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None, target: Target,
               type_speed: Mapping[str, float], curve: LossCurve | None) -> bool:
-        """Whether this model, renewed, reads as one built now from these inputs would, field by field; if so
-        it takes them (for what is still to be computed on first read).
+        """Whether this live model of `learner`, renewed, reads as one built now from these inputs would, field by
+        field; if so it takes them (for what is still to be computed on first read).
 
         The plain fields must be equal (`configs`, `max_workers`) or the same objects (`curve`, `type_speed`).
         Speed and basis, once read, must follow from equal inputs (`_below_own_min` reads the rows' configs
@@ -303,7 +306,7 @@ class LazyJobModel(JobModel):
         _, _, target, epoch = self.__dict__["_inputs"]
         return remaining_steps(target, Progress(step=self.step, epoch=epoch, curve=self.curve))
 
-    step = property(_live_step)  # type: ignore[assignment]
+    step = property(_step)  # type: ignore[assignment]
     speed = _Kept["LazyJobModel", "SpeedPredictor | None"](lambda self: self._speed_basis()[0])  # type: ignore[assignment]
     basis = _Kept["LazyJobModel", str](lambda self: self._speed_basis()[1])  # type: ignore[assignment]
     remaining = _Kept["LazyJobModel", "float | None"](_remaining)  # type: ignore[assignment]
@@ -487,13 +490,15 @@ class ModelBook:
 
     def republished(self, job_id: str, spec: JobSpec, last: JobModel | None) -> JobModel:
         """`published` for a job that reported since `last` (its model then, or None) was: `last` itself where
-        it reads as a model built now would (`LazyJobModel.renew`), so caches kept by model identity serve."""
-        learner = self.learners.get(job_id)
-        if type(last) is not LazyJobModel or learner is None or spec.adaptive_batch is not None \
-                or len(learner.rows) >= self.own_min:
+        it reads as a model built now would (`LazyJobModel.renew`), so caches kept by model identity serve; a
+        new `LazyJobModel` is live (its step read from the learner): the caller republishes at each report."""
+        learner = self.learner(job_id, spec)
+        if spec.adaptive_batch is not None or len(learner.rows) >= self.own_min:
             return self.published(job_id, spec)
         inputs = self._lazy_inputs(learner, spec)
-        return last if last.renew(learner, *inputs) else LazyJobModel(learner, *inputs)
+        if type(last) is LazyJobModel and last.renew(learner, *inputs):
+            return last
+        return LazyJobModel(learner, *inputs, live=True)
 
     def _lazy_inputs(self, learner: JobLearner, spec: JobSpec) -> tuple[
             tuple[Row, ...], SpeedPredictor | None, Target, Mapping[str, float], LossCurve | None]:
