@@ -165,9 +165,9 @@ def _run(workload: Workload, preset: str, keep: bool, audit: bool = False) -> Re
     built, keys, audits = [0], [0], [0]
     lazy_init, republished = LazyJobModel.__init__, ModelBook.republished
 
-    def counting(self: LazyJobModel, *args: object) -> None:
+    def counting(self: LazyJobModel, *args: object, **kwargs: object) -> None:
         built[0] += 1
-        lazy_init(self, *args)  # type: ignore[arg-type]
+        lazy_init(self, *args, **kwargs)  # type: ignore[arg-type]
 
     order = getattr(policy, "order", None)
     if isinstance(order, RemainingOrder):
