@@ -24,8 +24,10 @@ from trainmaster.workloads.ps_truth import ps_workload
 Models = list[list[tuple[str, Seen]]]
 
 
-def _replay(preset: str, once: bool, engine: SimEngine) -> tuple[Models, list[Plan], Learning]:
-    """Every snapshot's models as a policy reads them (in the snapshot's order), every plan, and the learning."""
+def _replay(preset: str, once: bool, engine: SimEngine, configure: Callable[[Learning], None] | None = None,
+            ) -> tuple[Models, list[Plan], Learning]:
+    """Every snapshot's models as a policy reads them (in the snapshot's order), every plan, and the learning;
+    `configure`: sets the learning's other switches before the run."""
     policy = make_policy(preset)
     models: Models = []
     plans: list[Plan] = []
@@ -41,6 +43,8 @@ def _replay(preset: str, once: bool, engine: SimEngine) -> tuple[Models, list[Pl
     controller = Controller(engine, Recording())  # type: ignore[arg-type]
     learning = next(s for s in controller.report_sinks if isinstance(s, Learning))
     learning.once_per_snapshot = once
+    if configure is not None:
+        configure(learning)
     controller.run()
     assert not learning._unpublished and not controller.models  # (ended jobs leave nothing to build)
     return models, plans, learning

@@ -77,6 +77,9 @@ class Learning:
         # `_type_moving` before a report changes the latter. False: built at every report (the reference).
         self.once_per_snapshot = True
         self._unpublished: dict[str | None, dict[str, JobSpec]] = {}  # job type -> reported jobs, their spec
+        # A reporting job's model is renewed in place, not rebuilt, where it reads as a rebuilt one would
+        # (`ModelBook.republished`): caches kept by model identity keep serving. False: built anew (the reference).
+        self.keep_models = True
         self.spared = 0  # reports whose model was never built (the job reported again first)
         self.early = 0  # types published between snapshots because a report moved their shared state
 
@@ -109,13 +112,13 @@ class Learning:
         models = self.controller.models
         if not self.once_per_snapshot or record.id not in models:  # (a first model at once: its key's place)
             book.observe(record.id, spec, report, record.allocation, gpu_type)
-            models[record.id] = (book.published if self.lazy else book.model)(record.id, spec)
+            models[record.id] = self._built(record.id, spec)
         else:
             unpublished = self._unpublished.get(job_type)
             if unpublished is not None and unpublished.pop(record.id, None) is not None:
                 self.spared += 1  # (out before `observe`: its own learner moves now, its model is this report's)
             if book.observe(record.id, spec, report, record.allocation, gpu_type, self._type_moving):
-                models[record.id] = (book.published if self.lazy else book.model)(record.id, spec)  # (see `observe`)
+                models[record.id] = self._built(record.id, spec)  # (see `observe`)
             else:
                 book.learners[record.id].loss_curve()  # (refits follow each report's point count, as if built)
                 unpublished = self._unpublished.get(job_type)  # (`_type_moving` may have built and dropped them)
@@ -159,10 +162,18 @@ class Learning:
         unpublished = self._unpublished.pop(job_type, None)
         if not unpublished:
             return
-        build = self.book.published if self.lazy else self.book.model
         models = self.controller.models
         for jid, spec in unpublished.items():
-            models[jid] = build(jid, spec)
+            models[jid] = self._built(jid, spec)
+
+    def _built(self, job_id: str, spec: JobSpec) -> JobModel:
+        """The model of a job that reported: its last one renewed where it can be (`keep_models`), else built."""
+        book = self.book
+        if not self.lazy:
+            return book.model(job_id, spec)
+        if self.keep_models:
+            return book.republished(job_id, spec, self.controller.models.get(job_id))
+        return book.published(job_id, spec)
 
     def refresh(self) -> None:
         """Republish the models of the waiting jobs whose type's prior learned (before each snapshot)."""

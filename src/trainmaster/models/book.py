@@ -37,6 +37,7 @@ from trainmaster.models.speed import (
     Scaled,
     SpeedPredictor,
     TypeRates,
+    deferred_fit,
     fit,
     for_local_max,
     form_of,
@@ -238,6 +239,14 @@ class _Kept(Generic[_O, _T]):
         return value
 
 
+def _step(model: JobModel) -> float:
+    """`LazyJobModel.step`: its learner's where it is live (moved by the job's own reports alone, each of which
+    republishes it: `ModelBook.republished`), else the step it was built at."""
+    d = model.__dict__
+    learner: JobLearner | None = d["_learner"]
+    return d["step"] if learner is None else learner.step
+
+
 class LazyJobModel(JobModel):
     """A `JobModel` whose speed, basis and remaining steps are computed on first read.
 
@@ -245,14 +254,45 @@ class LazyJobModel(JobModel):
     snapshot reads them. The inputs are captured when it is published (its own
     rows, its type's prior fit, its progress): the book moves on before a
     snapshot reads it, so it reads as the eager `ModelBook.model` did then.
+
+    `live` (`ModelBook.republished`): `step` is read from its learner. A job's step moves at each of its
+    reports, and a caller that republishes the job's model at each report before a snapshot reads it (`Learning`)
+    reads at a decision the step a model built then would hold. That lets `renew` keep the model object when
+    nothing else a reader may have read moved: every cache kept by model identity (`las.RemainingOrder`'s keys,
+    backfill's predictions) still serves. A live model kept past its snapshot reads the latest step (as
+    `LiveJobView`s do). Not live (`ModelBook.published`): the step it was built at.
     """
 
     def __init__(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None,
-                 target: Target, type_speed: Mapping[str, float]) -> None:
+                 target: Target, type_speed: Mapping[str, float], curve: LossCurve | None, live: bool = False) -> None:
         set_fields(self, dict(  # (frozen: fields are set once, here, in one call: one per report)
             job_id=learner.job_id, form=learner.form, batch=learner.batch, step=learner.step, configs=len(own),
-            curve=learner.loss_curve(), type_speed=type_speed, goodput=None, max_workers=learner.max_workers,
-            _inputs=(own, prior, target, learner.epoch), _got=None))
+            curve=curve, type_speed=type_speed, goodput=None, max_workers=learner.max_workers,
+            _inputs=(own, prior, target, learner.epoch), _got=None, _learner=learner if live else None))
+
+    def renew(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None, target: Target,
+              type_speed: Mapping[str, float], curve: LossCurve | None) -> bool:
+        """Whether this live model of `learner`, renewed, reads as one built now from these inputs would, field by
+        field; if so it takes them (for what is still to be computed on first read).
+
+        The plain fields must be equal (`configs`, `max_workers`) or the same objects (`curve`, `type_speed`).
+        Speed and basis, once read, must follow from equal inputs (`_below_own_min` reads the rows' configs
+        and means, the prior fit and `max_workers`); unread, nobody saw them and they follow the new inputs.
+        The remaining steps, once read, must equal what they are now (`step` is live: no target, none either
+        way; a steps target moves with every report and builds a new model)."""
+        d = self.__dict__
+        if d["_learner"] is not learner or d["configs"] != len(own) or d["max_workers"] != learner.max_workers \
+                or d["curve"] is not curve or d["type_speed"] is not type_speed:
+            return False
+        if d["_got"] is not None:
+            had, had_prior = d["_inputs"][0], d["_inputs"][1]
+            if had_prior is not prior or any(a.config != b.config or a.y != b.y for a, b in zip(had, own, strict=True)):
+                return False
+        if "remaining" in d and d["remaining"] != remaining_steps(
+                target, Progress(step=learner.step, epoch=learner.epoch, curve=curve)):
+            return False
+        d["_inputs"] = (own, prior, target, learner.epoch)
+        return True
 
     def _speed_basis(self) -> tuple[SpeedPredictor | None, str]:
         got: tuple[SpeedPredictor | None, str] | None = self.__dict__["_got"]
@@ -266,6 +306,7 @@ class LazyJobModel(JobModel):
         _, _, target, epoch = self.__dict__["_inputs"]
         return remaining_steps(target, Progress(step=self.step, epoch=epoch, curve=self.curve))
 
+    step = property(_step)  # type: ignore[assignment]
     speed = _Kept["LazyJobModel", "SpeedPredictor | None"](lambda self: self._speed_basis()[0])  # type: ignore[assignment]
     basis = _Kept["LazyJobModel", str](lambda self: self._speed_basis()[1])  # type: ignore[assignment]
     remaining = _Kept["LazyJobModel", "float | None"](_remaining)  # type: ignore[assignment]
@@ -278,6 +319,9 @@ class ModelBook:
         self.own_min = own_min  # distinct own configurations before the job's own fit is trusted
         self.prior_weight = prior_weight  # total weight of siblings' rows in a job's own fit (one row = 1)
         self.use_priors = use_priors
+        # A job's own fit solved when its coefficients are first read (`speed.deferred_fit`), not when it is
+        # asked for: on Philly nobody reads a running job's speed. False: solved at once (the reference).
+        self.defer_own_fits = True
         self.learners: dict[str, JobLearner] = {}
         self.priors = TypePriors()
         self.type_rates: dict[str, TypeRates] = {}  # job type -> its jobs' speeds per GPU type
@@ -365,7 +409,8 @@ class ModelBook:
             weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
             if not cross_slope and learner.form is Form.ALLREDUCE:
                 return self._own_law(learner, own, siblings, weights), "own fit"
-            return fit(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
+            solve = deferred_fit if self.defer_own_fits else fit
+            return solve(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
         prior = self.priors.fitted(job_type, learner.form, need, cross_slope) if job_type else None
         if not cross_slope:
             prior = for_local_max(prior, learner.local_max)
@@ -441,9 +486,27 @@ class ModelBook:
         learner = self.learner(job_id, spec)
         if spec.adaptive_batch is not None or len(learner.rows) >= self.own_min:
             return self.model(job_id, spec)
+        return LazyJobModel(learner, *self._lazy_inputs(learner, spec))
+
+    def republished(self, job_id: str, spec: JobSpec, last: JobModel | None) -> JobModel:
+        """`published` for a job that reported since `last` (its model then, or None) was: `last` itself where
+        it reads as a model built now would (`LazyJobModel.renew`), so caches kept by model identity serve; a
+        new `LazyJobModel` is live (its step read from the learner): the caller republishes at each report."""
+        learner = self.learner(job_id, spec)
+        if spec.adaptive_batch is not None or len(learner.rows) >= self.own_min:
+            return self.published(job_id, spec)
+        inputs = self._lazy_inputs(learner, spec)
+        if type(last) is LazyJobModel and last.renew(learner, *inputs):
+            return last
+        return LazyJobModel(learner, *inputs, live=True)
+
+    def _lazy_inputs(self, learner: JobLearner, spec: JobSpec) -> tuple[
+            tuple[Row, ...], SpeedPredictor | None, Target, Mapping[str, float], LossCurve | None]:
+        """What a `LazyJobModel` of the job is built from now: its rows, its type's prior fit, its target, its
+        GPU-type speeds and its loss curve (refitted here when its points grew: once per model built)."""
         job_type = spec.job_type if self.use_priors else None
         prior = self.priors.fitted(job_type, learner.form, N_PARAMS[learner.form]) if job_type else None
-        return LazyJobModel(learner, tuple(learner.rows.values()), prior, spec.target, self.type_speed(learner))
+        return tuple(learner.rows.values()), prior, spec.target, self.type_speed(learner), learner.loss_curve()
 
     def pooled_types(self, job_type: str) -> frozenset[str]:
         """The GPU types its job type's reports ran on (what a job without reports takes `type_speed` from)."""

@@ -172,8 +172,8 @@ class SpeedFit(SpeedPredictor):
         inputs = self.__dict__.get("_inputs") if name == "theta" else None
         if inputs is None:
             raise AttributeError(name)
-        form, rows, cross_slope, table = inputs
-        made = fit(form, rows, cross_slope=cross_slope, table=table)
+        form, rows, weights, cross_slope, table = inputs
+        made = fit(form, rows, weights, cross_slope=cross_slope, table=table)
         assert made is not None  # (rows: never empty here)
         object.__setattr__(self, "theta", made.theta)
         del self.__dict__["_inputs"]
@@ -326,15 +326,16 @@ def _configs(rows: Sequence[Row]) -> int:
     return len({r.config for r in rows})
 
 
-def deferred_fit(form: Form, rows: Sequence[Row], *, cross_slope: bool = True,
-                 table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
-    """`fit` without weights, solved when its `theta` is first read (a type's prior is refit after every update
-    of its rows and captured by each report's model, most of them replaced unread). `rows` and `table`
+def deferred_fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None, *,
+                 cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
+    """`fit`, solved when its `theta` is first read (a type's prior is refit after every update of its rows and
+    captured by each report's model, most of them replaced unread; a job's own fit is refit as its rows change
+    shape or a count doubles, and on Philly nobody reads a running job's speed). `rows`, `weights` and `table`
     must not change afterwards (the caller's own lists); the same `theta`, bit for bit, as `fit` now."""
     if not rows:
         return None
     out = object.__new__(MicroFit if form is Form.ALLREDUCE and not cross_slope else SpeedFit)  # (as `fit`)
-    out.__dict__.update(form=form, configs=_configs(rows), _inputs=(form, rows, cross_slope, table))
+    out.__dict__.update(form=form, configs=_configs(rows), _inputs=(form, rows, weights, cross_slope, table))
     return out
 
 

@@ -83,10 +83,11 @@ class RemainingOrder(LasOrder):
     the predicted ones, so a newcomer runs, reports and is measured first, as
     Tiresias' first queue does. Tiresias' ranks are still kept for its wake-ups.
 
-    `keep_keys`: a job's sort key reads its view and its model alone (both immutable; the controller
-    rebuilds a view when its record changes and a model when the job reports), so it is kept across
-    decisions while both are the same objects (`keys`, declared state): between two decisions most live
-    jobs neither changed nor reported. False: every key worked out at every decision (the reference).
+    `keep_keys`: a job's sort key reads its view and its model alone (the controller rebuilds a view when
+    its record changes, and a model when a report moves a field a reader may have read: a report that moves
+    only the step keeps it, `ModelBook.republished`), so it is kept across decisions while both are the same
+    objects (`keys`, declared state): between two decisions most live jobs neither changed nor reported, and
+    on Philly (no targets) a report keeps the model. False: every key worked out at every decision (the reference).
 
     `read_in_c`: the kept keys are read, and which of them still serve found, in C-level passes over the jobs
     (their ids, models and kept entries), with a Python step only for the jobs whose key is worked out again
