@@ -435,14 +435,18 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
         return None
     room = rule.room(claimant)
     misfit = key is not None and misfits.get(key) is ws.total_free
-    if rule.shortcuts and room is not None and room.is_zero() and (misfit or not rule.try_first):
+    if (rule.shortcuts and room is not None and not (room.gpu or room.cpu or room.memory)  # (`is_zero`, inlined)
+            and (misfit or not rule.try_first)):
         # Nobody to evict: it starts as is (known not to fit) or not at all.
         rule.settled(claimant, [], False)
         return None
     need = None
     if room is not None:  # (what it needs, asked once: `find` is given it)
         need, free = demand(claimant.spec, want), ws.total_free
-        if not need.fits_in(free + room):
+        # (`fits_in(free + room)` and `fits_in(free)` below, inlined: the calls and the sum built cost ~2% of a
+        # busy trainmaster decision, 11.5 M instructions of 570 M, rep21)
+        if not (need.gpu <= free.gpu + room.gpu and need.cpu <= free.cpu + room.cpu
+                and need.memory <= free.memory + room.memory):
             if key is not None:  # (so it does not fit as is either)
                 misfits[key] = free
             return None
@@ -453,7 +457,8 @@ def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey 
     # Without that trial, a need beyond the free total fails as is at the placement's first test (`find`'s,
     # `try_place`'s: the claimant holds nothing here), with nothing changed: not tried (`lean_misfit`).
     placed = (rule.try_first and not misfit
-              and (need is None or trial is not None or not rule.lean_misfit or need.fits_in(ws.total_free))
+              and (need is None or trial is not None or not rule.lean_misfit
+                   or (need.gpu <= free.gpu and need.cpu <= free.cpu and need.memory <= free.memory))
               and _place(rule, ws, claimant, want, need))
     if placed and trial is None:
         return []

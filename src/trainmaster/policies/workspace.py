@@ -651,7 +651,8 @@ class Workspace:
                 available = available + res
         else:  # (most searches: a job that holds nothing here)
             held_per_node, available = _NOTHING, self.total_free
-        if not need.fits_in(available):
+        if not (need.gpu <= available.gpu and need.cpu <= available.cpu
+                and need.memory <= available.memory):  # (`fits_in`, inlined: a frame per search; rep21: ~1%)
             return None
         tasks = sum(counts.values())
         if tasks == 0:
