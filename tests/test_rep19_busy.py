@@ -24,10 +24,11 @@ from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import _head
 from trainmaster.policies.fairshare import FairPlace
 from trainmaster.policies.las import SameClassLowerRank
+from trainmaster.policies.live import LiveKinds
 from trainmaster.policies.preemption import MIN_RUNTIME, QueueRules, _Holders
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Snapshot
-from trainmaster.policies.trainmaster import AdaptiveCycle, GainSizing, LiveKinds, OnlyWithServices
+from trainmaster.policies.trainmaster import GainSizing, OnlyWithServices
 from trainmaster.policies.waits import WaitKind
 from trainmaster.policies.workspace import Workspace
 
@@ -127,9 +128,10 @@ _SPECS = [job("fixed", 2), job("elastic", 2, min_gpus=1, max_gpus=4), job("svc",
           job("esvc", 1, min_gpus=1, max_gpus=2, kind=JobKind.SERVICE)]
 
 
-def test_live_kinds_as_the_passes_and_read_once_per_snapshot() -> None:
+def test_live_kinds_as_the_passes_and_read_once_per_workspace() -> None:
     """`LiveKinds.of`: a service, an elastic job, an elastic training job among the live jobs, as generators
-    say; kept for the snapshot asked about (the jobs not read again), read afresh after `forget`."""
+    say; `Workspace.live_kinds` reads them once per workspace (the jobs not read again), a new workspace on
+    the same snapshot afresh (rep21: the memo moved from the preset into the workspace)."""
     rng = random.Random(7)
     seen = set()
     reads: list[int] = []
@@ -143,45 +145,53 @@ def test_live_kinds_as_the_passes_and_read_once_per_snapshot() -> None:
         views = _views(rng, _SPECS, rng.randint(0, 6))
         reads.clear()
         snap = SimpleNamespace(jobs=Counting({v.id: v for v in views}))
-        kinds = LiveKinds()
-        got = kinds.of(snap)  # type: ignore[arg-type]
+        got = LiveKinds.of(snap)  # type: ignore[arg-type]
         want = (any(v.spec.kind is JobKind.SERVICE for v in views), any(v.spec.elastic for v in views),
                 any(v.spec.elastic and v.spec.kind is JobKind.TRAINING for v in views))
-        assert got is kinds and (kinds.service, kinds.elastic, kinds.elastic_training) == want
-        kinds.of(snap)  # type: ignore[arg-type]
+        assert (got.service, got.elastic, got.elastic_training) == want
         assert len(reads) == 1
-        kinds.forget()
-        kinds.of(snap)  # type: ignore[arg-type]
+        ws = object.__new__(Workspace)  # (only what `live_kinds` reads: the snapshot and the memo slot)
+        ws.snap, ws._live = snap, None  # type: ignore[assignment]
+        assert ws.live_kinds == got and ws.live_kinds is ws.live_kinds
         assert len(reads) == 2
+        other = object.__new__(Workspace)
+        other.snap, other._live = snap, None  # type: ignore[assignment]
+        assert other.live_kinds == got and len(reads) == 3
         seen.add(want)
     assert len(seen) >= 5
 
 
-def test_the_preset_shares_one_live_kinds_and_forgets_it_after_each_decision() -> None:
-    """`build`: the size hooks and the cycle read one `LiveKinds`; `AdaptiveCycle.decide` forgets it after the
-    decision, so a second decision on the same snapshot object reads the live jobs again."""
+def test_the_preset_reads_live_kinds_once_per_decision_in_its_workspace() -> None:
+    """The size hooks and the cycle's resize tick read one `LiveKinds` per decision, kept in the decision's
+    workspace: a second decision on the same snapshot object reads the live jobs again; nothing is kept on
+    the preset."""
     policy = make_policy("trainmaster")
-    assert isinstance(policy, AdaptiveCycle)
     size = policy.size  # (`GainSizing.size`'s closure: its `self` and the base hook)
     cells = dict(zip(size.__code__.co_freevars, (c.cell_contents for c in size.__closure__ or ()), strict=True))
     sizing, base = cells["self"], cells["base"]
     assert isinstance(sizing, GainSizing) and isinstance(base, OnlyWithServices)
-    assert sizing.kinds is policy.kinds is base.kinds
+    assert not any(isinstance(v, LiveKinds) for o in (policy, sizing, base) for v in vars(o).values())
     snap = bench_snapshot(busy=True, pending=30)
     computed: list[object] = []
-    real_of = LiveKinds.of
+    asked: list[object] = []
+    real_of = LiveKinds.of.__func__  # type: ignore[attr-defined]
+    real_live = Workspace.live_kinds.fget
 
-    def spy(self: LiveKinds, snap: Snapshot) -> LiveKinds:
-        if snap is not self.snap:
-            computed.append(snap)
-        return real_of(self, snap)
+    def spy(cls: type[LiveKinds], snap: Snapshot) -> LiveKinds:
+        computed.append(snap)
+        return real_of(cls, snap)  # type: ignore[no-any-return]
+
+    def live(ws: Workspace) -> LiveKinds:
+        asked.append(ws)
+        return real_live(ws)  # type: ignore[misc, no-any-return]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(LiveKinds, "of", spy)
+        patch.setattr(LiveKinds, "of", classmethod(spy))
+        patch.setattr(Workspace, "live_kinds", property(live))
         policy.decide(snap)
-        assert policy.kinds.snap is None and len(computed) == 1
+        assert computed == [snap] and len(asked) >= 2 and len(set(map(id, asked))) == 1
         policy.decide(snap)
-        assert len(computed) == 2
+        assert computed == [snap, snap] and len(set(map(id, asked))) == 2
 
 
 def test_gain_sizing_skips_without_a_live_elastic_training_job_and_asks_the_admitted_ones() -> None:
@@ -202,7 +212,7 @@ def test_gain_sizing_skips_without_a_live_elastic_training_job_and_asks_the_admi
                                  ((fixed, elastic), ("f", "e"), True), ((elastic,), ("e",), True)):
         ran.clear()
         snap = snapshot(cl, *live)
-        sizing = GainSizing(Greedy(), LiveKinds())  # type: ignore[arg-type]
+        sizing = GainSizing(Greedy())  # type: ignore[arg-type]
         hook = sizing.size(lambda snap, jobs, ws: {})
         hook(snap, [snap.jobs[jid] for jid in admitted], Workspace(snap))
         assert bool(ran) is runs, (live, admitted)

@@ -395,6 +395,10 @@ class Cycle:
 
     def run(self, snap: Snapshot, *, pending_only: bool, after: tuple[AfterHook, ...]) -> Plan:
         """The numbered phases; `pending_only` and `after` as the fields of the same names."""
+        return self.phases(snap, pending_only=pending_only, after=after)[0]
+
+    def phases(self, snap: Snapshot, *, pending_only: bool, after: tuple[AfterHook, ...]) -> tuple[Plan, Workspace]:
+        """`run`, with the decision's workspace (its per-decision memos, for a subclass's last step)."""
         clock = perf_counter
         t0 = clock()
         ws = Workspace(snap, empty=self.preemptive, memo=self.memo, scoring=self.scoring)  # 1. scratch copy
@@ -415,4 +419,4 @@ class Cycle:
         t5 = clock()
         plan = ws.plan()  # 6. the controller diffs the plan into actions
         return replace(plan, timings={"snapshot": t1 - t0, "admit": t2 - t1, "size": t3 - t2, "place": t4 - t3,
-                                      "after": t5 - t4, "plan": clock() - t5})
+                                      "after": t5 - t4, "plan": clock() - t5}), ws

@@ -209,6 +209,9 @@ class SameClassLowerRank(VictimRule):
             if not self.lazy_sums:
                 self._suffix(key, 0)
         self._last: tuple[JobView, tuple[tuple[str, int], int] | None] | None = None  # `_class`, kept
+        # `room`'s last answer: the class's sums (the list, by identity), how many of its last holders, their sum
+        # (`summed` only grows, its entries never change: the same sum while both match)
+        self._room: tuple[list[tuple[int, int, int]] | None, int, Resources] = (None, -1, _NO_ROOM)
         self.ordered: list[JobView] | None = None  # claimants already in this rule's order (`LasPreempt`)
 
     @staticmethod
@@ -285,9 +288,13 @@ class SameClassLowerRank(VictimRule):
         key, i = found
         summed = self.summed[key]
         back = len(self.held[key]) - i
-        if back < len(summed):  # (summed that far already: read, no `_suffix` frame)
-            return resources_of(*summed[back])
-        return self._suffix(key, i)
+        kept = self._room
+        if kept[0] is summed and kept[1] == back:  # (the last answer: a long line's claimants mostly share it)
+            return kept[2]
+        # (summed that far already: read, no `_suffix` frame)
+        room = resources_of(*summed[back]) if back < len(summed) else self._suffix(key, i)
+        self._room = (summed, back, room)
+        return room
 
     def candidates(self, claimant: JobView) -> Iterator[tuple[JobView, str]]:
         found = self._class(claimant)

@@ -81,6 +81,7 @@ from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_p
 from trainmaster.policies.fairshare import fair_place
 from trainmaster.policies.goodput import any_adaptive, choose_batches, switch_gain
 from trainmaster.policies.las import LasOrder, LasPreempt, RemainingOrder
+from trainmaster.policies.live import LiveKinds
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
@@ -93,35 +94,6 @@ TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias
 RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
 REBATCH_GAIN = 1.05  # a running job switches batch in place when the new one promises this much more goodput
 _KIND, _ELASTIC = attrgetter("spec.kind"), attrgetter("spec.elastic")  # of a view (C-level reads)
-_SPEC, _SPEC_KIND, _SPEC_ELASTIC = attrgetter("spec"), attrgetter("kind"), attrgetter("elastic")
-
-
-class LiveKinds:
-    """Whether some live job is a service, elastic, an elastic training job: read once per snapshot for the
-    preset's three questions (`OnlyWithServices`, `GainSizing`'s skip, `AdaptiveCycle`'s resize tick).
-
-    Asked separately, each was a C-level pass over every live job's spec (~2 ms each on a busy line of
-    12,000 jobs); here the specs are read once, their kinds and elastic flags once each. The answers follow
-    the snapshot alone (immutable), kept for the snapshot last asked about (`of`); `AdaptiveCycle.decide`
-    drops them (`forget`) after each decision, so the next reads them afresh, even on the same snapshot.
-    """
-
-    def __init__(self) -> None:
-        self.snap: Snapshot | None = None
-        self.service = self.elastic = self.elastic_training = False
-
-    def of(self, snap: Snapshot) -> LiveKinds:
-        if snap is not self.snap:
-            specs = list(map(_SPEC, snap.jobs.values()))
-            self.service = JobKind.SERVICE in map(_SPEC_KIND, specs)  # (an identity match first: in C)
-            self.elastic = any(map(_SPEC_ELASTIC, specs))
-            training = map(is_, map(_SPEC_KIND, specs), repeat(JobKind.TRAINING))
-            self.elastic_training = self.elastic and any(map(_SPEC_ELASTIC, compress(specs, training)))
-            self.snap = snap
-        return self
-
-    def forget(self) -> None:
-        self.snap = None
 
 
 class GainSizing:
@@ -137,20 +109,20 @@ class GainSizing:
 
     Only elastic training jobs get a target, so while none is admitted the greedy (a step per admitted job)
     is skipped: its sizes would all be dropped, and it leaves nothing behind that a later decision reads.
+    (Whether any live job is one: `Workspace.live_kinds`, read once per decision.)
     """
 
     skip_fixed = True  # False: run the greedy even when no admitted job can get a target (the reference)
 
-    def __init__(self, optimus: Optimus | None = None, kinds: LiveKinds | None = None) -> None:
+    def __init__(self, optimus: Optimus | None = None) -> None:
         self.optimus = optimus or Optimus(goodput=True)
-        self.kinds = kinds or LiveKinds()
         self.target: Sizes = {}
 
     def size(self, base: SizeHook) -> SizeHook:
         def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
             sizes = base(snap, jobs, ws)
             # (no live elastic training job: no admitted one, without a pass over them)
-            if self.skip_fixed and not (self.kinds.of(snap).elastic_training and _any_elastic_training(jobs)):
+            if self.skip_fixed and not (ws.live_kinds.elastic_training and _any_elastic_training(jobs)):
                 self.target = {}
                 return sizes
             empty = Workspace(snap, empty=True, memo=ws.memo, scoring=ws.scoring)
@@ -200,20 +172,19 @@ class OnlyWithServices:
 
     keep_sizes = True
 
-    def __init__(self, shrink: SizeHook, kinds: LiveKinds | None = None) -> None:
+    def __init__(self, shrink: SizeHook) -> None:
         self.shrink = shrink
-        self.kinds = kinds or LiveKinds()
         self.kept = KeptSizes()  # declared state: the views and sizes last seen
 
     def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
-        if self.kinds.of(snap).service:
+        if ws.live_kinds.service:  # (read once per decision: `Workspace.live_kinds`)
             return self.shrink(snap, jobs, ws)
         return (self.kept if self.keep_sizes else current_or_min)(snap, jobs, ws)
 
 
-def only_with_services(shrink: SizeHook, kinds: LiveKinds | None = None) -> SizeHook:
-    """`OnlyWithServices(shrink, kinds)`: the trainmaster preset's base size hook."""
-    return OnlyWithServices(shrink, kinds)
+def only_with_services(shrink: SizeHook) -> SizeHook:
+    """`OnlyWithServices(shrink)`: the trainmaster preset's base size hook."""
+    return OnlyWithServices(shrink)
 
 
 @dataclass
@@ -230,24 +201,25 @@ class AdaptiveCycle(Cycle):
     # (a class switch, not a field) no batch chosen while no planned job adapts its batch (`any_adaptive`);
     # False: `choose_batches` asks every allocation (the reference)
     scan_batches = True
-    kinds: LiveKinds = field(default_factory=LiveKinds, repr=False, compare=False)  # shared with its size hooks
 
     def decide(self, snap: Snapshot) -> Plan:
-        try:
+        ws: Workspace | None = None  # the decision's, for its per-decision memos (`live_kinds`)
+        if self.from_line is None:  # (`Cycle.decide` without `from_line`, `build`'s cycles: the phases)
+            plan, ws = self.phases(snap, pending_only=self.pending_only, after=self.after)
+        else:
             plan = super().decide(snap)
-            skip = self.scan_batches and not any_adaptive(snap, plan.allocations)
-            batches = {} if skip else choose_batches(snap, plan)
-            if batches:
-                plan = replace(plan, batch=batches, rebatch=self._switches(snap, plan, batches))
-            wake = math.inf
-            if isinstance(self.order, LasOrder):
-                wait = self.order.ranks.next_change(snap, plan)
-                wake = math.inf if wait is None else max(self.tick, wait)
-            if self.resize_tick is not None and wake > self.resize_tick and self.kinds.of(snap).elastic:
-                wake = self.resize_tick  # models learn between events: revisit elastic sizes
-            return replace(plan, wake_after=None if math.isinf(wake) else wake)
-        finally:
-            self.kinds.forget()  # (the next decision reads them afresh, whatever snapshot object it is handed)
+        skip = self.scan_batches and not any_adaptive(snap, plan.allocations)
+        batches = {} if skip else choose_batches(snap, plan)
+        if batches:
+            plan = replace(plan, batch=batches, rebatch=self._switches(snap, plan, batches))
+        wake = math.inf
+        if isinstance(self.order, LasOrder):
+            wait = self.order.ranks.next_change(snap, plan)
+            wake = math.inf if wait is None else max(self.tick, wait)
+        if (self.resize_tick is not None and wake > self.resize_tick
+                and (ws.live_kinds if ws is not None else LiveKinds.of(snap)).elastic):
+            wake = self.resize_tick  # models learn between events: revisit elastic sizes
+        return replace(plan, wake_after=None if math.isinf(wake) else wake)
 
     def _switches(self, snap: Snapshot, plan: Plan, batches: dict[str, int]) -> dict[str, int]:
         """Running jobs the plan leaves where they are whose best batch beats theirs by `REBATCH_GAIN`."""
@@ -293,10 +265,9 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     if backfill == "reserve":
         after.append(backfill_hook(reserve_after))
     size: SizeHook = shrink_for_pending(strict, load_line) if elastic else current_or_min
-    kinds = LiveKinds()  # (one per preset: its hooks' answers read once per decision)
     if elastic and gain:
-        size = only_with_services(size, kinds)
-        sizing = GainSizing(kinds=kinds)
+        size = only_with_services(size)
+        sizing = GainSizing()
         size = sizing.size(size)
         after.append(sizing.grow)
     if elastic and fill:
@@ -311,8 +282,6 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
         interval=interval,
         uses_models=use_models,
     )
-    if isinstance(cycle, AdaptiveCycle):
-        cycle.kinds = kinds
     return cycle
 
 
