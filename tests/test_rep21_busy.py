@@ -145,12 +145,3 @@ def test_room_kept_answers_as_computed_across_classes() -> None:
                 ws.release(victim)
                 rule.settled(c, [victim], True)
     assert served > 200
-
-
-def test_busy_decision_plans_alike_on_one_snapshot() -> None:
-    """Two busy decisions (1,500 pending) plan alike, a fresh policy too: nothing per decision kept wrongly."""
-    snap: Snapshot = bench_snapshot(busy=True, pending=1500)
-    policy = make_policy("trainmaster")
-    first = policy.decide(snap)
-    assert policy.decide(snap) == first
-    assert make_policy("trainmaster").decide(snap) == first
