@@ -10,13 +10,12 @@ as a whole. (`Workspace.live_kinds`: `test_rep19_busy.py`.)
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from bench.decision_time import snapshot as bench_snapshot
-from bench.record_plans import QUEUES
 from tests.builders import cluster, job, pending, running, snapshot
+from tests.test_rep20_busy import _claimant_case  # (the one claimant case)
 
 from trainmaster.core.job import Role
 from trainmaster.core.resources import Resources, resources_of
@@ -61,19 +60,6 @@ def test_no_as_is_try_beyond_the_free_total_and_the_same_plan(monkeypatch: pytes
     assert lean == reference
 
 
-def _claimant_case(queued: bool) -> tuple[Workspace, SameClassLowerRank, JobView]:
-    """A claimant that fits only by evicting the holder ranked after it (nothing free)."""
-    views = [running("h", 4, on="n0"), running("g", 4, on="n1"), pending("p", 4)]
-    snap = snapshot(cluster(2, 4), *views)
-    if queued:
-        snap = replace(snap, queues=QUEUES)
-    ws = Workspace(snap)
-    ws.rank.update({"p": 0, "h": 1, "g": 2})
-    p = snap.jobs["p"]
-    ws.want["p"] = {Role.WORKER: 4}
-    return ws, SameClassLowerRank(ws, [p]), p
-
-
 @pytest.mark.parametrize("queued", [False, True])
 def test_the_as_is_try_is_kept_under_queue_definitions(monkeypatch: pytest.MonkeyPatch, queued: bool) -> None:
     """Without queue definitions the claimant is not placed as is (its need is beyond the free total); with them
@@ -86,7 +72,7 @@ def test_the_as_is_try_is_kept_under_queue_definitions(monkeypatch: pytest.Monke
         return real(*args)
 
     monkeypatch.setattr(preemption, "_place", spied)
-    ws, rule, p = _claimant_case(queued)
+    ws, rule, p = _claimant_case(queued, fits=False)
     evicted = preemption._evict_for(rule, ws, p, None, {})
     assert evicted is not None and [v.id for v, _, _ in evicted] == ["g"] and "p" in ws.allocations
     assert calls == ([1, 1] if queued else [1])
@@ -94,7 +80,7 @@ def test_the_as_is_try_is_kept_under_queue_definitions(monkeypatch: pytest.Monke
 
 def test_a_doomed_claimant_still_marks_its_gang_a_misfit() -> None:
     """The as-is try skipped, the gang is still recorded as not fitting with the free total it met."""
-    ws, rule, p = _claimant_case(False)
+    ws, rule, p = _claimant_case(False, fits=False)
     misfits: dict[Any, Resources] = {}
     free = ws.total_free
     assert preemption._evict_for(rule, ws, p, "key", misfits) is not None
