@@ -118,6 +118,14 @@ def test_server_refuses_a_public_address_without_a_token(tmp_path: Path) -> None
     assert "refusing to listen on 0.0.0.0 without a token" in done.stderr
 
 
+@pytest.mark.parametrize(("option", "value"), [("--notice", "5"), ("--replace-delay", "2")])
+def test_server_refuses_market_timing_options_without_a_market(tmp_path: Path, option: str, value: str) -> None:
+    done = cli("server", "--data-dir", str(tmp_path), "--port", str(free_port()), option, value)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"trainmaster: error: {option}: needs --market (pass --market "
+                                                f"lifetime.csv or a trace, or drop {option})"], done.stderr
+
+
 def test_one_server_per_data_directory(server: ServerProcess) -> None:
     done = cli("server", "--data-dir", str(server.data_dir), "--port", str(free_port()))
     assert done.returncode == 2

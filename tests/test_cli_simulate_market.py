@@ -88,3 +88,14 @@ def test_notice_option_sets_the_market_s_warning_and_defaults_to_gce_s(tmp_path:
                  "--notice", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--notice" in err[0], err
+
+
+@pytest.mark.parametrize(("option", "value"), [("--notice", "5"), ("--replace-delay", "2")])
+def test_market_timing_options_without_a_market_are_one_line_not_ignored(
+        option: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--notice` and `--replace-delay` time the market's revocations: without `--market` they did nothing."""
+    assert main(["simulate", "--workload", "synthetic:2", "--cluster", "1x4", "--policy", "fifo", "--no-plots",
+                 option, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"trainmaster: error: {option}: needs --market (pass --market lifetime.csv or a trace, "
+                   f"or drop {option})"], err

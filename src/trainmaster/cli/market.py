@@ -2,7 +2,9 @@
 
 Kept beside `cli.simulate` so that module only calls in: options, the engine
 and controller set-up, and the figures each report shows (cost, GPU-hours by
-type and transient / on-demand, revocations, work lost).
+type and transient / on-demand, revocations, work lost). `simulate` and
+`server` add these options to their parsers, so the controller, the markets
+and the YAML reader are imported only in `setup`, when a command runs.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trainmaster.controller.autoscale import Autoscaler, MarketSetup
-from trainmaster.controller.loop import Controller
 from trainmaster.core.errors import SpecError
-from trainmaster.core.market import GCE_NOTICE, Market, autoscale_from_mapping
-from trainmaster.core.spec import load_yaml_text
-from trainmaster.engines.sim.engine import SimEngine
-from trainmaster.workloads.market import LifetimeMarket, TraceMarket
+from trainmaster.core.market import GCE_NOTICE
+
+if TYPE_CHECKING:
+    from trainmaster.controller.autoscale import Autoscaler, MarketSetup
+    from trainmaster.controller.loop import Controller
+    from trainmaster.core.market import Market
+    from trainmaster.engines.sim.engine import SimEngine
 
 REPLACE_DELAY = 90.0  # seconds: a managed instance group boots a replacement VM
 
@@ -28,10 +32,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--market", type=Path, default=None, metavar="FILE",
                    help="revoke transient nodes: the ICAC'19 GCE lifetime.csv (a hazard fitted per GPU type and "
                         "zone, 24 h cap, 30 s notice) or an availability trace CSV time,zone,type,available")
-    p.add_argument("--replace-delay", type=float, default=REPLACE_DELAY, metavar="SECONDS",
+    p.add_argument("--replace-delay", type=float, default=None, metavar="SECONDS",
                    help=f"with --market and no --autoscale: a revoked node is replaced after this many seconds "
                         f"(default {REPLACE_DELAY:g}; a negative value: never replaced)")
-    p.add_argument("--notice", type=float, default=GCE_NOTICE, metavar="SECONDS",
+    p.add_argument("--notice", type=float, default=None, metavar="SECONDS",
                    help=f"with --market: how long before a revoked node goes it gets the notice "
                         f"(default {GCE_NOTICE:g}, GCE's)")
     p.add_argument("--autoscale", type=Path, default=None, metavar="FILE",
@@ -40,7 +44,20 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def setup(args: argparse.Namespace, seed: int = 0) -> MarketSetup:
-    """Read `--market` and `--autoscale`; every problem is one line naming the option."""
+    """Read `--market` and `--autoscale`; every problem is one line naming the option.
+
+    `--notice` and `--replace-delay` act on the market's revocations: without `--market` they are an error,
+    never silently ignored (their defaults apply when they are left out)."""
+    from trainmaster.controller.autoscale import MarketSetup
+    from trainmaster.core.market import autoscale_from_mapping
+    from trainmaster.core.spec import load_yaml_text
+    from trainmaster.workloads.market import LifetimeMarket, TraceMarket
+
+    for option, value in (("--notice", args.notice), ("--replace-delay", args.replace_delay)):
+        if value is not None and args.market is None:
+            raise SpecError(option, "needs --market", f"pass --market lifetime.csv or a trace, or drop {option}")
+    notice = GCE_NOTICE if args.notice is None else args.notice
+    replace_delay = REPLACE_DELAY if args.replace_delay is None else args.replace_delay
     market: Market | None = None
     if args.market is not None:
         path: Path = args.market
@@ -48,12 +65,12 @@ def setup(args: argparse.Namespace, seed: int = 0) -> MarketSetup:
             head = path.read_text().split("\n", 1)[0].strip().lower()
         except OSError as exc:
             raise SpecError("--market", f"cannot read {path}: {exc.strerror}", "pass lifetime.csv or a trace") from None
-        if not math.isfinite(args.notice) or args.notice < 0:
-            raise SpecError("--notice", f"{args.notice} is not a duration", "use seconds >= 0, e.g. 30")
+        if not math.isfinite(notice) or notice < 0:
+            raise SpecError("--notice", f"{notice} is not a duration", "use seconds >= 0, e.g. 30")
         if head.replace(" ", "") == "time,zone,type,available":
-            market = TraceMarket.from_csv(path, notice=args.notice)
+            market = TraceMarket.from_csv(path, notice=notice)
         else:
-            market = LifetimeMarket.from_csv(path, seed=seed, notice=args.notice)
+            market = LifetimeMarket.from_csv(path, seed=seed, notice=notice)
     autoscale = None
     if args.autoscale is not None:
         try:
@@ -62,9 +79,9 @@ def setup(args: argparse.Namespace, seed: int = 0) -> MarketSetup:
             raise SpecError("--autoscale", f"cannot read {args.autoscale}: {exc.strerror}",
                             "pass a YAML file with an autoscale: section") from None
         autoscale = autoscale_from_mapping(load_yaml_text(text, str(args.autoscale)), str(args.autoscale))
-    if not math.isfinite(args.replace_delay):
-        raise SpecError("--replace-delay", f"{args.replace_delay} is not a duration", "use seconds, e.g. 90")
-    replace = args.replace_delay if market is not None and autoscale is None and args.replace_delay >= 0 else None
+    if not math.isfinite(replace_delay):
+        raise SpecError("--replace-delay", f"{replace_delay} is not a duration", "use seconds, e.g. 90")
+    replace = replace_delay if market is not None and autoscale is None and replace_delay >= 0 else None
     return MarketSetup(market, replace, autoscale)
 
 
