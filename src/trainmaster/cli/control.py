@@ -9,13 +9,15 @@ applies to a running job at its next resize or restart.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from trainmaster.cli.client import Client
 from trainmaster.cli.jobs import _command
 from trainmaster.core.errors import SpecError
+
+if TYPE_CHECKING:
+    from trainmaster.cli.client import Client
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

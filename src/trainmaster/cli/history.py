@@ -11,17 +11,19 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainmaster.cli.client import Client
 from trainmaster.cli.console import LONG
 from trainmaster.cli.jobs import _command, _state
 from trainmaster.core.errors import SpecError
 from trainmaster.core.timefmt import duration, parse_when
+
+if TYPE_CHECKING:
+    from trainmaster.cli.client import Client
 
 
 def _when(t: float | None) -> str:

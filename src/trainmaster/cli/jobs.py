@@ -12,23 +12,25 @@ import argparse
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainmaster.cli.client import Client
 from trainmaster.cli.console import LONG, make_console
 from trainmaster.core.timefmt import clock, humanize, relative
 from trainmaster.core.timefmt import duration as _duration
+
+if TYPE_CHECKING:
+    from trainmaster.cli.client import Client
 
 MAX_TAIL = 1_000_000  # the server's bound (trainmaster.server.app.MAX_TAIL)
 EXIT_CODES = "exit codes: 0 ok, 2 bad input or refused, 3 no such job, 4 server unreachable, 1 server error"
 STATE_STYLE = {"running": "green", "starting": "cyan", "pending": "yellow", "succeeded": "bold green",
                "failed": "bold red", "cancelled": "magenta", "rejected": "red"}
 
-Handler = Callable[[Client, argparse.Namespace, Console], Any]
+Handler = Callable[["Client", argparse.Namespace, Console], Any]
 
 
 def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str,
@@ -38,6 +40,8 @@ def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
     def run(args: argparse.Namespace) -> int:
+        from trainmaster.cli.client import Client  # httpx: only for a command that runs, not for every parser
+
         console = make_console()  # piped: never folded or cut
         with Client(args.url) as client:
             result = handler(client, args, console)

@@ -14,7 +14,7 @@ from trainmaster.core.errors import TrainmasterError
 
 # Each module has `register(subparsers)`, which adds its parser with `func` set.
 COMMANDS = (
-    "trainmaster.cli.simulate",
+    "trainmaster.cli.simulate_cmd",
     "trainmaster.cli.jobs",
     "trainmaster.cli.control",  # hold, release, update
     "trainmaster.cli.history",

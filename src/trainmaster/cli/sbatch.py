@@ -16,7 +16,6 @@ from copy import copy
 from typing import Any
 
 from trainmaster.cli import jobs
-from trainmaster.cli.client import Client, load_document
 from trainmaster.cli.console import make_console
 from trainmaster.core.errors import SpecError
 
@@ -64,6 +63,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def submit_array(args: argparse.Namespace, indices: list[int]) -> int:
     """Submit one job per index through the one `submit` handler; print their ids (or a JSON list)."""
+    from trainmaster.cli.client import Client, load_document  # httpx: only when a command runs
+
     name = load_document(args.file, args.overrides).get("metadata", {}).get("name")
     if not isinstance(name, str):
         raise SpecError("metadata.name", "is required", "add a name: the array's jobs are named NAME-INDEX")

@@ -12,21 +12,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from trainmaster.cli.console import LONG, make_console
-from trainmaster.controller.loop import Controller
-from trainmaster.controller.why import Why, advance_to, explain, explain_pending
 from trainmaster.core.errors import SpecError
-from trainmaster.core.queue import load_queues
 from trainmaster.core.timefmt import relative
-from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.policies.registry import make_policy
-from trainmaster.workloads.clusters import load_cluster
-from trainmaster.workloads.loaders import load_workload
+
+if TYPE_CHECKING:
+    from trainmaster.controller.loop import Controller
+    from trainmaster.controller.why import Why
 
 
 def _options(p: argparse.ArgumentParser) -> None:
@@ -70,6 +67,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def replay(args: argparse.Namespace) -> Controller:
+    # Imported here: every CLI call registers `why`; only a simulated run needs the controller and simulator.
+    from trainmaster.controller.loop import Controller
+    from trainmaster.controller.why import advance_to
+    from trainmaster.core.queue import load_queues
+    from trainmaster.engines.sim.engine import SimConfig, SimEngine
+    from trainmaster.policies.registry import make_policy
+    from trainmaster.workloads.clusters import load_cluster
+    from trainmaster.workloads.loaders import load_workload
+
     if args.at is None:
         raise SpecError("--at", "is required with --workload", "give the simulated second to explain, e.g. --at 3600")
     workload = load_workload(args.workload, seed=args.seed, oracle=args.oracle, limit=args.limit)
@@ -82,6 +88,8 @@ def replay(args: argparse.Namespace) -> Controller:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainmaster.controller.why import explain, explain_pending
+
     controller = replay(args)
     answers: list[Why] = [explain(controller, args.job)] if args.job else explain_pending(controller)
     if args.json:
