@@ -12,7 +12,9 @@ from importlib.metadata import PackageNotFoundError, version
 from trainmaster.cli.examples import add_examples
 from trainmaster.core.errors import TrainmasterError
 
-# Each module has `register(subparsers)`, which adds its parser with `func` set.
+# Each module has `register(subparsers)`, which adds its parser with `func` set. Every call builds every
+# parser, so these modules import only what their options need; a command imports the rest when it runs
+# (tests/test_cli_format.py pins that no controller, numpy or httpx loads with the parser).
 COMMANDS = (
     "trainmaster.cli.simulate_cmd",
     "trainmaster.cli.jobs",
