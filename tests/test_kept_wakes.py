@@ -85,8 +85,11 @@ def assert_same(fast: list[Plan], slow: list[Plan]) -> None:
         assert list(a.waits) == list(b.waits)
 
 
+# The second case replays 150 jobs (was 300): each break tried in bench/results/ci-time.md's session 20 still
+# fails it at this size (a running job left in `waiting` with the starting jobs' `due` entries not put back;
+# the popped crossing times not put back; a leaving holder's time not written).
 @pytest.mark.parametrize(("jobs", "threshold", "starvation"),
-                         [(120, 600.0, 2.0), (300, 3600.0, 1.0), (300, tiresias.THRESHOLD, 10.0)])
+                         [(120, 600.0, 2.0), (150, 3600.0, 1.0), (300, tiresias.THRESHOLD, 10.0)])
 def test_tiresias_wakes_alike(jobs: int, threshold: float, starvation: float,
                               monkeypatch: pytest.MonkeyPatch) -> None:
     workload = load_workload(f"synthetic:{jobs}:60", max_factor=1.0, seed=3, oracle=True)
