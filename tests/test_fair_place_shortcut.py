@@ -48,9 +48,12 @@ COUNTED = {"demands": (fairshare, "demand"), "behind": (Workspace, "block_behind
 # blocked one at a time behind a head
 
 
+# 200 jobs (were 400): the breaks recorded for this test in bench/results/sim-perf.md (the misfit memo not reset
+# when the free total changes: edl; the head's first follower left out of the bulk block: trainmaster) still
+# fail it at this size (bench/results/ci-time.md, session 20).
 @pytest.mark.parametrize("preset", ["edl", "trainmaster"])
 def test_one_role_misfits_plan_like_the_full_path(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    workload = load_workload("synthetic:400:30", max_factor=1.0, seed=7, oracle=True)
+    workload = load_workload("synthetic:200:30", max_factor=1.0, seed=7, oracle=True)
     fast, slow = on_and_off(monkeypatch, lambda: replay(workload, preset), (Shortcuts, "on"), spies=COUNTED)
     if preset == "edl":  # greedy: the line behind a misfit is tried, and the shortcut serves most of it
         assert len(fast.calls["demands"]) < len(slow.calls["demands"]) / 2
