@@ -121,10 +121,11 @@ def test_version_through_the_real_cli() -> None:
 
 
 def test_building_the_parser_imports_neither_the_controller_nor_numpy_nor_httpx() -> None:
-    """Every CLI call builds every command's parser: the simulator's modules (controller, policies, numpy) and
-    the client's httpx load only inside the command that runs them (they were ~0.6 s of a ~0.8 s call)."""
+    """Every CLI call builds every command's parser: the simulator's modules (controller, policies, numpy),
+    the client's httpx and the specs' pydantic load only inside the command that runs them (they were ~0.6 s
+    of a ~0.8 s call)."""
     code = ("import sys, trainmaster.cli.main as m; m.build_parser(); "
-            "print(*sorted(n for n in sys.modules if n.split('.')[0] in ('numpy', 'httpx') "
+            "print(*sorted(n for n in sys.modules if n.split('.')[0] in ('numpy', 'httpx', 'pydantic') "
             "or n.startswith('trainmaster.controller')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.split() == [], done.stdout + done.stderr

@@ -47,6 +47,20 @@ def test_autoscale_from_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "nodes added / removed" in capsys.readouterr().out
 
 
+def test_replace_delay_with_autoscale_is_one_line_not_ignored(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The autoscaler replaces revoked nodes itself: `--replace-delay` beside `--autoscale` did nothing."""
+    (tmp_path / "a.yaml").write_text(
+        "autoscale:\n  nodeTypes:\n    - {gpuType: v100, zone: z, gpu: 4, maxTransient: 1, maxOnDemand: 1}\n")
+    (tmp_path / "trace.csv").write_text("time,zone,type,available\n0,z,v100,1\n")
+    assert main(["simulate", "--workload", "synthetic:2", "--cluster", "1x4", "--policy", "fifo", "--no-plots",
+                 "--market", str(tmp_path / "trace.csv"), "--autoscale", str(tmp_path / "a.yaml"),
+                 "--replace-delay", "60"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("trainmaster: error: --replace-delay: has no effect with --autoscale"), err
+
+
 @pytest.mark.parametrize(("content", "needle"), [
     ("autoscale:\n  nodeTypes: []\n", "autoscale.nodeTypes: list should have at least 1 item"),
     ("autoscale:\n  nodeTypes:\n    - {gpuType: t4, maxOnDemand: 1}\n", "onDemandPrice: is required"),

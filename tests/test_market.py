@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from trainmaster.core.errors import SpecError
-from trainmaster.core.market import GCE_MAX_LIFETIME, autoscale_from_mapping, available_at, gce_node_type
+from trainmaster.core.gce import GCE_MAX_LIFETIME
+from trainmaster.core.market import autoscale_from_mapping, available_at, gce_node_type
 from trainmaster.core.node import Node
 from trainmaster.core.resources import Resources
 from trainmaster.workloads.market import Lifetime, LifetimeMarket, TraceMarket, read_lifetimes

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainmaster.core.errors import SpecError
-from trainmaster.core.market import GCE_NOTICE
+from trainmaster.core.gce import GCE_NOTICE
 
 if TYPE_CHECKING:
     from trainmaster.controller.autoscale import Autoscaler, MarketSetup
@@ -47,7 +47,8 @@ def setup(args: argparse.Namespace, seed: int = 0) -> MarketSetup:
     """Read `--market` and `--autoscale`; every problem is one line naming the option.
 
     `--notice` and `--replace-delay` act on the market's revocations: without `--market` they are an error,
-    never silently ignored (their defaults apply when they are left out)."""
+    never silently ignored (their defaults apply when they are left out); so is `--replace-delay` with
+    `--autoscale`, which replaces revoked nodes itself."""
     from trainmaster.controller.autoscale import MarketSetup
     from trainmaster.core.market import autoscale_from_mapping
     from trainmaster.core.spec import load_yaml_text
@@ -56,6 +57,9 @@ def setup(args: argparse.Namespace, seed: int = 0) -> MarketSetup:
     for option, value in (("--notice", args.notice), ("--replace-delay", args.replace_delay)):
         if value is not None and args.market is None:
             raise SpecError(option, "needs --market", f"pass --market lifetime.csv or a trace, or drop {option}")
+    if args.replace_delay is not None and args.autoscale is not None:
+        raise SpecError("--replace-delay", "has no effect with --autoscale (the autoscaler replaces revoked nodes)",
+                        "drop --replace-delay, or drop --autoscale to replace each revoked node after a delay")
     notice = GCE_NOTICE if args.notice is None else args.notice
     replace_delay = REPLACE_DELAY if args.replace_delay is None else args.replace_delay
     market: Market | None = None

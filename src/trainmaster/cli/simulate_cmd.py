@@ -11,17 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainmaster.cli import market
-
-
-class _Presets:
-    """The preset names for `--policy`'s help, read only when the help is shown (the registry imports the
-    policies, and with them numpy)."""
-
-    def __str__(self) -> str:
-        from trainmaster.policies.registry import available
-
-        return ", ".join(available())
-
+from trainmaster.policies.registry import available
 
 LEARNING_REPORT_INTERVAL = 300.0  # seconds; default report period of a preset that learns online
 
@@ -54,9 +44,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="a trace (Pollux/Philly/Tiresias CSV, Gavel .trace), synthetic:N[:JOBS_PER_HOUR], "
                         "or ps:N[:JOBS_PER_HOUR] (parameter-server jobs that train to a loss target)")
     p.add_argument("--cluster", default="16x4", help="shorthand like 16x4 or 311x8+2x1, or a YAML/CSV cluster file")
-    policy = p.add_argument("--policy", default="fifo,drf,tiresias",
-                            help="comma-separated presets, or all (%(presets)s)")
-    policy.presets = _Presets()  # type: ignore[attr-defined]  # argparse fills %(presets)s from the action
+    p.add_argument("--policy", default="fifo,drf,tiresias",
+                   help=f"comma-separated presets, or all ({', '.join(available())})")
     p.add_argument("--seed", type=int, default=0, help="seed of synthetic: and ps: workloads and of the engine")
     p.add_argument("--out", type=Path, default=None,
                    help="directory for report.json, index.html (the dashboard as one static page) and the PNG plots")

@@ -16,13 +16,10 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 
 from trainmaster.core.errors import SpecError
+from trainmaster.core.gce import GCE_BOOT_DELAY, GCE_NOTICE
 from trainmaster.core.node import Node
 from trainmaster.core.resources import MAX_GPU, Resources, parse_cpu, parse_memory
 from trainmaster.core.validation import MAX_TEXT, Count, Price, Strict, first_error
-
-GCE_NOTICE = 30.0  # seconds of warning GCE gives before it stops a preemptible VM
-GCE_MAX_LIFETIME = 24 * 3600.0  # GCE stops every preemptible VM after 24 hours
-GCE_BOOT_DELAY = 90.0  # seconds from request to a GPU VM that runs tasks (measured ~1-2 min; an assumption)
 
 # Public Google Compute Engine list prices, us-central1, USD per hour, as listed in February 2019
 # (the month of the ICAC'19 lifetime measurements; cloud.google.com/compute/gpus-pricing and

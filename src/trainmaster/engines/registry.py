@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trainmaster.core.cluster import Cluster
 from trainmaster.core.errors import SpecError
-from trainmaster.core.market import Market
-from trainmaster.engines.base import Engine
+
+if TYPE_CHECKING:  # the server's parser reads ENGINES on every CLI call: the engines' types load on use
+    from trainmaster.core.cluster import Cluster
+    from trainmaster.core.market import Market
+    from trainmaster.engines.base import Engine
 
 ENGINES = ("local", "ray")
 RAY_ADDRESS = "RAY_ADDRESS"  # the Ray cluster to join (`trainmaster server --ray-address` sets it)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from trainmaster.core.errors import SpecError
-from trainmaster.policies.snapshot import Policy
+
+if TYPE_CHECKING:  # the policies (and numpy) load only when a preset is built: the CLI lists names on every call
+    from trainmaster.policies.snapshot import Policy
 
 # name -> "module:factory"; a factory takes no arguments and returns a Policy.
 PRESETS: dict[str, str] = {

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainmaster.core.errors import SpecError
-from trainmaster.core.market import GCE_MAX_LIFETIME, GCE_NOTICE, Availability, Revocation
+from trainmaster.core.gce import GCE_MAX_LIFETIME, GCE_NOTICE
+from trainmaster.core.market import Availability, Revocation
 from trainmaster.core.node import Node
 
 _ZONE = re.compile(r"([a-z]+-[a-z]+\d-[a-z])")
