@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
 from operator import attrgetter
-from typing import Any
+from typing import Any, ClassVar
 
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.resources import Resources
@@ -16,7 +16,7 @@ from trainmaster.core.resources import Resources
 _NODE = attrgetter("node")
 _ORDER = attrgetter("role.value", "node")  # `Placement.__lt__`'s key, read in C
 _ZERO = Resources()
-_NEW = object.__new__
+_NEW, _SETATTR = object.__new__, object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,18 +74,23 @@ class Allocation:
         return all(map(tasks[0].node.__eq__, map(_NODE, tasks)))
 
     # The memos of `per_node`, `resources` and `gpus` for the last spec asked about: one list [spec, per node,
-    # total, GPUs] (None: not computed yet) under "_memo", not a field (equality and hashing ignore it). One
-    # object where three tuples were: a busy decision remembers thousands of placements, each a tracked object
-    # the collector passes over.
+    # total, GPUs] (None: not computed yet) as the attribute "_memo", not a field (equality and hashing ignore
+    # it). One object where three tuples were: a busy decision remembers thousands of placements, each a tracked
+    # object the collector passes over. Read and set as an attribute (`object.__setattr__`: `frozen` guards the
+    # class's own), never through `__dict__`: an instance's attributes live in the object itself until its
+    # `__dict__` is asked for, and asking builds a dict, one more object per allocation (`on_node` alike).
+    _memo: ClassVar[list[Any] | None] = None
+
     def _memo_for(self, spec: JobSpec) -> list[Any]:
-        memo = self.__dict__.get("_memo")
+        memo = self._memo
         if memo is None or memo[0] is not spec:
-            memo = self.__dict__["_memo"] = [spec, None, None, None]
+            memo = [spec, None, None, None]
+            _SETATTR(self, "_memo", memo)
         return memo
 
     def per_node(self, spec: JobSpec) -> dict[str, Resources]:
         """Resources this allocation takes on each node. Read-only: cached for the last spec asked about."""
-        memo = self.__dict__.get("_memo")
+        memo = self._memo
         if memo is not None and memo[0] is spec and memo[1] is not None:
             out: dict[str, Resources] = memo[1]
             return out
@@ -98,7 +103,7 @@ class Allocation:
 
     def resources(self, spec: JobSpec) -> Resources:
         """What the allocation takes in all (cached for the last spec asked about, like `per_node`)."""
-        memo = self.__dict__.get("_memo")
+        memo = self._memo
         if memo is not None and memo[0] is spec and memo[2] is not None:
             total: Resources = memo[2]
             return total
@@ -109,7 +114,7 @@ class Allocation:
         return total
 
     def gpus(self, spec: JobSpec) -> int:
-        memo = self.__dict__.get("_memo")
+        memo = self._memo
         if memo is not None and memo[0] is spec and memo[3] is not None:
             n: int = memo[3]
             return n
@@ -120,7 +125,7 @@ class Allocation:
     def remember(self, spec: JobSpec, per_node: dict[str, Resources], total: Resources) -> Allocation:
         """Fill the memos of `per_node`, `resources` and `gpus` for `spec` with what a caller that built the
         allocation already knows (the same values they would compute); returns the allocation."""
-        self.__dict__["_memo"] = [spec, per_node, total, total.gpu]
+        _SETATTR(self, "_memo", [spec, per_node, total, total.gpu])
         return self
 
     def describe(self) -> str:
@@ -146,15 +151,27 @@ _SET_ROLE = Placement.__dict__["role"].__set__  # the slots' own setters (`froze
 _SET_NODE = Placement.__dict__["node"].__set__
 
 
-def on_node(role: Role, node: str, n: int) -> Allocation:
+Runs = dict[tuple[Role, str, int], tuple[Placement, ...]]  # (role, node, n) -> n equal placements (`on_node`)
+
+
+def on_node(role: Role, node: str, n: int, runs: Runs | None = None) -> Allocation:
     """`Allocation.of(Placement(role, node) for _ in range(n))` without the frozen dataclasses' `__init__` frames
     (each field set through `object.__setattr__`) nor a sort (equal placements): a gang placed on one node, the
-    result of most searches. Equal to it and hashing alike."""
-    task = _NEW(Placement)
-    _SET_ROLE(task, role)
-    _SET_NODE(task, node)
+    result of most searches. Equal to it and hashing alike.
+
+    `runs`: the tasks tuples built so far, shared (immutable: an allocation compares and hashes by value), so a
+    start on a node with a gang size seen before builds no placement nor tuple, two objects the collector
+    tracks of the ~8 a start leaves (thousands per busy decision)."""
+    tasks = runs.get((role, node, n)) if runs is not None else None
+    if tasks is None:
+        task = _NEW(Placement)
+        _SET_ROLE(task, role)
+        _SET_NODE(task, node)
+        tasks = (task,) * n
+        if runs is not None:
+            runs[role, node, n] = tasks
     out = _NEW(Allocation)
-    out.__dict__["tasks"] = (task,) * n
+    _SETATTR(out, "tasks", tasks)
     return out
 
 
@@ -163,5 +180,5 @@ def on_nodes(role: Role, counts: Mapping[str, int]) -> Allocation:
     runs in node order, so no placement is sorted nor built by an `__init__` frame. Equal to it and hashing alike."""
     out = _NEW(Allocation)
     runs = (on_node(role, node, counts[node]).tasks for node in sorted(counts))
-    out.__dict__["tasks"] = tuple(chain.from_iterable(runs))
+    _SETATTR(out, "tasks", tuple(chain.from_iterable(runs)))
     return out

@@ -365,14 +365,20 @@ class Cycle:
         return list(map(jobs.__getitem__, filterfalse(bad.__contains__, ids) if bad else ids))
 
     def decide(self, snap: Snapshot) -> Plan:
-        if self.from_line is not None and self.pending_only and not self.preemptive and not self.after:
-            plan = self._decide_from_line(snap, self.from_line)
-            if plan is not None:
-                return plan
-        return self.run(snap, pending_only=self.pending_only, after=self.after)
+        return self.decide_in(snap)[0]
 
-    def _decide_from_line(self, snap: Snapshot, place: LinePlace) -> Plan | None:
-        """The phases for a pending-only cycle, with admit and order kept across decisions (`from_line`)."""
+    def decide_in(self, snap: Snapshot) -> tuple[Plan, Workspace]:
+        """`decide`, with the decision's workspace (its per-decision memos, for a subclass's last step): the one
+        path, `from_line`'s or the phases'."""
+        if self.from_line is not None and self.pending_only and not self.preemptive and not self.after:
+            found = self._decide_from_line(snap, self.from_line)
+            if found is not None:
+                return found
+        return self.phases(snap, pending_only=self.pending_only, after=self.after)
+
+    def _decide_from_line(self, snap: Snapshot, place: LinePlace) -> tuple[Plan, Workspace] | None:
+        """The phases for a pending-only cycle, with admit and order kept across decisions (`from_line`); the
+        plan and the decision's workspace."""
         clock = perf_counter
         t0 = clock()
         ws = Workspace(snap, memo=self.memo, scoring=self.scoring)  # 1. scratch copy
@@ -391,7 +397,7 @@ class Cycle:
         t3 = clock()
         plan = ws.plan()  # 6. the controller diffs the plan into actions
         return replace(plan, timings={"snapshot": t1 - t0, "admit": t2 - t1, "size": 0.0, "place": t3 - t2,
-                                      "after": 0.0, "plan": clock() - t3})
+                                      "after": 0.0, "plan": clock() - t3}), ws
 
     def run(self, snap: Snapshot, *, pending_only: bool, after: tuple[AfterHook, ...]) -> Plan:
         """The numbered phases; `pending_only` and `after` as the fields of the same names."""

@@ -153,7 +153,8 @@ class FairPlace:
                 free = ws.total_free
                 shape = None
                 if shortcuts and len(want) == 1:
-                    ((role, n),) = want.items()
+                    (role,) = want  # (its one key, then its count: no items view, iterator and pair per job)
+                    n = want[role]
                     task = job.spec.roles[role].resources
                     shape = (task.cpu, task.memory, task.gpu, n)
                     if free is not seen:

@@ -81,7 +81,6 @@ from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_p
 from trainmaster.policies.fairshare import fair_place
 from trainmaster.policies.goodput import any_adaptive, choose_batches, switch_gain
 from trainmaster.policies.las import LasOrder, LasPreempt, RemainingOrder
-from trainmaster.policies.live import LiveKinds
 from trainmaster.policies.optimus import Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
@@ -203,11 +202,7 @@ class AdaptiveCycle(Cycle):
     scan_batches = True
 
     def decide(self, snap: Snapshot) -> Plan:
-        ws: Workspace | None = None  # the decision's, for its per-decision memos (`live_kinds`)
-        if self.from_line is None:  # (`Cycle.decide` without `from_line`, `build`'s cycles: the phases)
-            plan, ws = self.phases(snap, pending_only=self.pending_only, after=self.after)
-        else:
-            plan = super().decide(snap)
+        plan, ws = self.decide_in(snap)  # (the decision's workspace: its per-decision memos, `live_kinds`)
         skip = self.scan_batches and not any_adaptive(snap, plan.allocations)
         batches = {} if skip else choose_batches(snap, plan)
         if batches:
@@ -217,7 +212,7 @@ class AdaptiveCycle(Cycle):
             wait = self.order.ranks.next_change(snap, plan)
             wake = math.inf if wait is None else max(self.tick, wait)
         if (self.resize_tick is not None and wake > self.resize_tick
-                and (ws.live_kinds if ws is not None else LiveKinds.of(snap)).elastic):
+                and ws.live_kinds.elastic):
             wake = self.resize_tick  # models learn between events: revisit elastic sizes
         return replace(plan, wake_after=None if math.isinf(wake) else wake)
 

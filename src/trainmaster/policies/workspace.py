@@ -23,7 +23,7 @@ from operator import attrgetter, is_not, not_
 from types import MappingProxyType
 from typing import TypeVar, cast
 
-from trainmaster.core.allocation import Allocation, Placement, on_node, on_nodes
+from trainmaster.core.allocation import Allocation, Placement, Runs, on_node, on_nodes
 from trainmaster.core.cluster import Cluster
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.node import Node
@@ -101,6 +101,7 @@ class ClusterMemo:
     pools: dict[tuple[bool, tuple[str, ...]], EligibleNodes] = field(default_factory=dict)
     never: dict[str, str | None] = field(default_factory=dict)  # job id -> why it can never fit (None: it can)
     usage: HeldUsage = field(default_factory=HeldUsage, repr=False)  # what each queue holds, kept (`book`)
+    runs: Runs = field(default_factory=dict, repr=False, compare=False)  # one-node tasks tuples (`on_node`)
     _traits: ClusterTraits | None = field(default=None, repr=False)
 
     @property
@@ -147,7 +148,8 @@ def minimum(spec: JobSpec) -> dict[Role, int]:
 def demand(spec: JobSpec, counts: Mapping[Role, int]) -> Resources:
     """What `counts` replicas of the job's roles take in all."""
     if len(counts) == 1:  # one role (most gangs): one product, no running sum
-        ((role, n),) = counts.items()
+        (role,) = counts  # (its one key, then its count: no items view, iterator and pair built)
+        n = counts[role]
         task = spec.roles[role].resources
         return task if n == 1 else task * n  # (one task: its own resources, immutable; no product)
     out = Resources()
@@ -522,7 +524,8 @@ class Workspace:
             return
         total = self.total_free
         if len(per_node) == 1:
-            ((node, res),) = per_node.items()
+            (node,) = per_node  # (as `demand`: no items view, iterator and pair)
+            res = per_node[node]
             room = free[node]
             if sign > 0:
                 free[node] = resources_of(room.cpu - res.cpu, room.memory - res.memory, room.gpu - res.gpu)
@@ -566,9 +569,9 @@ class Workspace:
         if self._book is not None and (old or alloc):
             self._book.swap(job, old, alloc)
 
-    def assign(self, job: JobView, alloc: Allocation) -> None:
-        """Record `alloc` for `job`, replacing any tentative allocation it had."""
-        self._set(job, alloc)
+    # `assign(job, alloc)`: record `alloc` for `job`, replacing any tentative allocation it had. `_set` itself, not
+    # a method calling it: a frame per start spared (thousands per busy decision).
+    assign = _set
 
     def assign_held(self, jobs: Sequence[JobView]) -> bool:
         """`assign` each of `jobs` (active jobs) its current allocation, in order, all at once; False, with
@@ -666,7 +669,8 @@ class Workspace:
             # One role, nothing held or preferred: whether it fits depends on free capacity alone, and
             # only grows with it. A gang of this shape that did not fit since capacity last grew still
             # does not (a job that did not fit, whose free capacity did not grow, is not tried again).
-            ((role, n),) = counts.items()
+            (role,) = counts  # (as `demand`: no items view, iterator and pair)
+            n = counts[role]
             task = spec.roles[role].resources
             # (The pool by identity: no tuple hashing; the task by its fields: ints hash in C, where a
             # `Resources` would call its dataclass `__hash__`, a Python frame, per search.)
@@ -711,8 +715,9 @@ class Workspace:
                         single, best = name, key
         if single is not None:
             if len(counts) == 1:  # one role: its tasks are equal placements, already in order
-                ((role, n),) = counts.items()
-                alloc = on_node(role, single, n)
+                (role,) = counts
+                n = counts[role]
+                alloc = on_node(role, single, n, self.memo.runs)
             else:
                 alloc = _on_one_node(counts, single)
             return alloc.remember(spec, {single: need}, need)  # (`_take` and the presets read these)
