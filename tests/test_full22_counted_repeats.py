@@ -1,0 +1,197 @@
+"""A report that repeats its job's last speed on the same allocation only counts (`JobLearner.count_repeats`), and
+leaves the job's published model as it stands where republishing would (`Learning.skip_unmoved`,
+`ModelBook.unmoved`): every count, row mean, pooled GPU-type mean, prior refit and model as the general path's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from tests.replay_helpers import same_plans
+from tests.test_full21_kept_models import _alloc, _spec
+from tests.test_model_groups import _philly
+from tests.test_once_per_snapshot import _ps, _replay
+
+from trainmaster.controller.learning import Learning
+from trainmaster.core.allocation import Allocation
+from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.events import Report
+from trainmaster.core.job import Target
+from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.models.book import JobLearner, LazyJobModel, ModelBook
+from trainmaster.workloads.base import Workload
+
+
+@contextmanager
+def _counting(on: bool) -> Iterator[None]:
+    """`JobLearner.count_repeats` set for the block (a class switch), restored after."""
+    was = JobLearner.count_repeats
+    JobLearner.count_repeats = on
+    try:
+        yield
+    finally:
+        JobLearner.count_repeats = was
+
+
+def _state(book: ModelBook) -> object:
+    """Everything the book learned, bit for bit: each learner's rows (config, mean, count), version, step, epoch,
+    maximum workers and GPU-type rates; the pooled rates; the priors' rows and versions."""
+    learners = {jid: (tuple(lr.rows.values()), lr.version, lr.step, lr.epoch, lr.max_workers,
+                      {c: dict(per) for c, per in lr.rates.rows.items()}, lr.rates.version)
+                for jid, lr in book.learners.items()}
+    pooled = {kind: ({c: dict(per) for c, per in r.rows.items()}, r.version, r.types)
+              for kind, r in book.type_rates.items()}
+    priors = {key: {jid: dict(rows) for jid, rows in jobs.items()} for key, jobs in book.priors._rows.items()}
+    return learners, pooled, priors, dict(book.priors.version), book.priors.updates
+
+
+def _feed(book: ModelBook, spec_name: str = "a") -> list[bool]:
+    """One job's reports: repeats on one allocation (counts past 2, 4, 8), a new speed there, a loss, an epoch,
+    a batch, an equal allocation that is another object, a second job of the type on another GPU type."""
+    spec = _spec(name=spec_name)
+    other = _spec(name="b")
+    one, two = _alloc(1), _alloc(2)
+    out: list[bool] = []
+
+    def send(step: int, speed: float, alloc: Allocation, gpu: str | None = "v100", **extra: object) -> None:
+        report = Report(0.0, spec.name, step, steps_per_s=speed, allocation=alloc, **extra)  # type: ignore[arg-type]
+        out.append(book.observe(spec.name, spec, report, alloc, gpu))
+
+    for step in range(1, 12):
+        send(step, 10.0, one)
+    send(12, 11.0, one)  # (the mean moves: a repeat of 11.0 now moves it too)
+    for step in range(13, 17):
+        send(step, 11.0, one)
+    send(17, 11.0, one, loss=2.0)
+    send(18, 11.0, one, epoch=0.5)
+    send(19, 11.0, one, batch=64)
+    send(20, 11.0, _alloc(1))  # (equal, not the same object)
+    for step in range(21, 40):
+        send(step, 20.0, two)
+    send(40, 20.0, two, gpu=None)
+    report = Report(0.0, "b", 1, steps_per_s=5.0, allocation=one)
+    out.append(book.observe("b", other, report, one, "k80"))
+    for step in range(41, 50):
+        send(step, 20.0, two)
+    return out
+
+
+def test_a_counted_repeat_learns_as_the_general_path_bit_for_bit() -> None:
+    """The same reports with and without counted repeats: the same answers (refits at counts 2, 4, 8, ...) and
+    the same learned state, every mean and count; the repeats were counted, and bumped `moved` only otherwise."""
+    with _counting(True):
+        fast = ModelBook()
+        fast_out = _feed(fast)
+    with _counting(False):
+        slow = ModelBook()
+        slow_out = _feed(slow)
+    assert fast_out == slow_out
+    assert _state(fast) == _state(slow)
+    assert fast.learners["a"].version == slow.learners["a"].version == 49
+    assert fast.learners["a"].moved < slow.learners["a"].moved == 49  # (repeats counted without the general path)
+    assert fast.type_rates["cnn"].types == {"v100", "k80"}
+
+
+def test_a_repeat_with_a_new_speed_or_allocation_takes_the_general_path() -> None:
+    book, spec = ModelBook(), _spec()
+    one = _alloc(1)
+
+    def send(speed: float, alloc: Allocation, **extra: object) -> int:
+        before = book.learners[spec.name].moved if spec.name in book.learners else 0
+        book.observe(spec.name, spec, Report(0.0, spec.name, 1, steps_per_s=speed, allocation=alloc,
+                                             **extra), alloc)  # type: ignore[arg-type]
+        return book.learners[spec.name].moved - before
+
+    assert send(10.0, one) == 1
+    assert send(10.0, one) == 0  # (a repeat: counted)
+    assert send(12.0, one) == 1  # a new speed
+    assert send(12.0, one) == 1  # (the row's mean is not 12's yet: no repeat)
+    assert send(12.0, _alloc(1)) == 1  # another allocation object
+    assert send(12.0, _alloc(1), loss=1.0) == 1
+    assert send(12.0, _alloc(1), epoch=1.0) == 1
+
+
+def test_an_unmoved_model_is_what_republishing_returns() -> None:
+    """After counted repeats the published model is unmoved and `republished` returns it; a read steps target
+    (each report a new remaining) or a new mean speed: moved."""
+    book, spec = ModelBook(), _spec(target=Target(steps=1000))
+    one = _alloc(1)
+
+    def send(step: int, speed: float = 10.0, alloc: Allocation = one) -> None:
+        book.observe(spec.name, spec, Report(0.0, spec.name, step, steps_per_s=speed, allocation=alloc), alloc)
+
+    send(1)
+    model = book.republished(spec.name, spec, None)
+    assert isinstance(model, LazyJobModel)
+    book.learners[spec.name].loss_curve()
+    assert book.unmoved(spec.name, spec, model)
+    send(3)  # (count 2: the type's prior refits, to no fit yet: still None)
+    assert book.unmoved(spec.name, spec, model) and book.republished(spec.name, spec, model) is model
+    send(4)
+    assert book.unmoved(spec.name, spec, model) and book.republished(spec.name, spec, model) is model
+    assert model.remaining == 996.0  # (read: a new step is a new remaining)
+    send(5)
+    assert not book.unmoved(spec.name, spec, model)
+    assert book.republished(spec.name, spec, model) is not model
+    plain = _spec()
+    send2 = Report(0.0, plain.name, 1, steps_per_s=10.0, allocation=one)
+    book = ModelBook()
+    book.observe(plain.name, plain, send2, one)
+    model = book.republished(plain.name, plain, None)
+    book.observe(plain.name, plain, Report(0.0, plain.name, 2, steps_per_s=11.0, allocation=one), one)
+    assert not book.unmoved(plain.name, plain, model)  # (a new mean speed)
+
+
+def _switches(on: bool) -> Callable[[Learning], None]:
+    def configure(learning: Learning) -> None:
+        learning.skip_unmoved = on
+    return configure
+
+
+def _run(preset: str, make: Callable[[], SimEngine], on: bool) -> tuple[object, list[object], Learning, int]:
+    """`test_once_per_snapshot._replay` with both switches on or off: every snapshot's models, the plans, the
+    learning, and how many reports were queued for `publish`."""
+    queued = [0]
+    call = Learning.__call__
+
+    def counting(self: Learning, report: Report, record: object) -> None:
+        before = sum(len(u) for u in self._unpublished.values())
+        call(self, report, record)  # type: ignore[arg-type]
+        queued[0] += sum(len(u) for u in self._unpublished.values()) > before
+
+    Learning.__call__ = counting  # type: ignore[method-assign]
+    try:
+        with _counting(on):
+            models, plans, learning = _replay(preset, True, make(), _switches(on))
+    finally:
+        Learning.__call__ = call  # type: ignore[method-assign]
+    return models, plans, learning, queued[0]
+
+
+def _philly_engine(workload: Workload) -> Callable[[], SimEngine]:
+    return lambda: SimEngine(parse_shorthand("4x8"), workload, SimConfig(report_interval=60, seed=2))
+
+
+@pytest.mark.parametrize("preset", ["trainmaster", "optimus"])
+def test_philly_counted_repeats_plan_and_learn_as_the_general_path(preset: str, shared_data: Path) -> None:
+    """Philly's first jobs on 4x8: every snapshot's models and every plan as the general path's, the book's state
+    at the end bit for bit, and fewer reports queued for `publish`."""
+    make = _philly_engine(_philly(shared_data))
+    fast_models, fast, learning, fast_queued = _run(preset, make, True)
+    slow_models, slow, reference, slow_queued = _run(preset, make, False)
+    assert fast_models == slow_models
+    same_plans(fast, slow, least=40)  # type: ignore[arg-type]
+    assert _state(learning.book) == _state(reference.book)
+    assert fast_queued * 3 < slow_queued * 2  # (short runs: about half)
+
+
+def test_counted_repeats_on_loss_targets_and_two_gpu_types() -> None:
+    """Parameter-server jobs with loss targets on two GPU types (`test_once_per_snapshot`'s replay): reports
+    with losses take the general path; every snapshot's models and plans as with the switches off."""
+    fast_models, fast, learning, _ = _run("trainmaster", lambda: _ps("1x4:v100+1x4:k80"), True)
+    slow_models, slow, reference, _ = _run("trainmaster", lambda: _ps("1x4:v100+1x4:k80"), False)
+    assert fast_models == slow_models
+    same_plans(fast, slow, least=40)  # type: ignore[arg-type]
+    assert _state(learning.book) == _state(reference.book)
