@@ -1,6 +1,5 @@
-"""A report that repeats its job's last speed on the same allocation only counts (`JobLearner.count_repeats`), and
-leaves the job's published model as it stands where republishing would (`Learning.skip_unmoved`,
-`ModelBook.unmoved`): every count, row mean, pooled GPU-type mean, prior refit and model as the general path's."""
+"""A report that repeats its job's last speed on the same allocation only counts (`JobLearner.count_repeats`):
+every count, row mean, pooled GPU-type mean, prior refit, model and plan as the general path's, bit for bit."""
 
 from __future__ import annotations
 
@@ -18,9 +17,11 @@ from trainmaster.controller.learning import Learning
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.events import Report
-from trainmaster.core.job import Target
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
-from trainmaster.models.book import JobLearner, LazyJobModel, ModelBook
+from trainmaster.models import book as book_module
+from trainmaster.models.book import JobLearner, ModelBook
+from trainmaster.models.speed import Config, Form, Row
+from trainmaster.policies.snapshot import Plan
 from trainmaster.workloads.base import Workload
 
 
@@ -78,31 +79,36 @@ def _feed(book: ModelBook, spec_name: str = "a") -> list[bool]:
     return out
 
 
-def test_a_counted_repeat_learns_as_the_general_path_bit_for_bit() -> None:
+def test_a_counted_repeat_learns_as_the_general_path_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same reports with and without counted repeats: the same answers (refits at counts 2, 4, 8, ...) and
-    the same learned state, every mean and count; the repeats were counted, and bumped `moved` only otherwise."""
+    the same learned state, every mean and count; most reports were counted."""
+    calls = _general(monkeypatch)
     with _counting(True):
         fast = ModelBook()
         fast_out = _feed(fast)
+    counted = calls[0]
     with _counting(False):
         slow = ModelBook()
         slow_out = _feed(slow)
+    assert 10 < counted < calls[0] - counted - 30
     assert fast_out == slow_out
     assert _state(fast) == _state(slow)
     assert fast.learners["a"].version == slow.learners["a"].version == 49
-    assert fast.learners["a"].moved < slow.learners["a"].moved == 49  # (repeats counted without the general path)
     assert fast.type_rates["cnn"].types == {"v100", "k80"}
 
 
-def test_a_repeat_with_a_new_speed_or_allocation_takes_the_general_path() -> None:
+def test_a_repeat_with_a_new_speed_or_allocation_takes_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a report with the speed whose `y` the row's mean now is, on the same allocation object, without a
+    loss, epoch or batch, is counted as a repeat: the others compute their `y` (`time_like`)."""
+    calls = _general(monkeypatch)
     book, spec = ModelBook(), _spec()
     one = _alloc(1)
 
     def send(speed: float, alloc: Allocation, **extra: object) -> int:
-        before = book.learners[spec.name].moved if spec.name in book.learners else 0
+        before = calls[0]
         book.observe(spec.name, spec, Report(0.0, spec.name, 1, steps_per_s=speed, allocation=alloc,
                                              **extra), alloc)  # type: ignore[arg-type]
-        return book.learners[spec.name].moved - before
+        return calls[0] - before
 
     assert send(10.0, one) == 1
     assert send(10.0, one) == 0  # (a repeat: counted)
@@ -111,63 +117,34 @@ def test_a_repeat_with_a_new_speed_or_allocation_takes_the_general_path() -> Non
     assert send(12.0, _alloc(1)) == 1  # another allocation object
     assert send(12.0, _alloc(1), loss=1.0) == 1
     assert send(12.0, _alloc(1), epoch=1.0) == 1
+    assert send(12.0, _alloc(1), batch=2) == 1
+    assert book.learners[spec.name].rows == {
+        Config(1, 0, 1, 1.0): Row(Config(1, 0, 1, 1.0), book.learners[spec.name].rows[Config(1, 0, 1, 1.0)].y, 7),
+        Config(1, 0, 1, 2.0): Row(Config(1, 0, 1, 2.0), 1 / 12.0, 1)}
 
 
-def test_an_unmoved_model_is_what_republishing_returns() -> None:
-    """After counted repeats the published model is unmoved and `republished` returns it; a read steps target
-    (each report a new remaining) or a new mean speed: moved."""
-    book, spec = ModelBook(), _spec(target=Target(steps=1000))
-    one = _alloc(1)
+def _general(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the reports that take the general path (each computes its `y` once: `book.time_like`)."""
+    calls = [0]
+    real = book_module.time_like
 
-    def send(step: int, speed: float = 10.0, alloc: Allocation = one) -> None:
-        book.observe(spec.name, spec, Report(0.0, spec.name, step, steps_per_s=speed, allocation=alloc), alloc)
+    def counting(form: Form, c: Config, steps_per_s: float) -> float:
+        calls[0] += 1
+        return real(form, c, steps_per_s)
 
-    send(1)
-    model = book.republished(spec.name, spec, None)
-    assert isinstance(model, LazyJobModel)
-    book.learners[spec.name].loss_curve()
-    assert book.unmoved(spec.name, spec, model)
-    send(3)  # (count 2: the type's prior refits, to no fit yet: still None)
-    assert book.unmoved(spec.name, spec, model) and book.republished(spec.name, spec, model) is model
-    send(4)
-    assert book.unmoved(spec.name, spec, model) and book.republished(spec.name, spec, model) is model
-    assert model.remaining == 996.0  # (read: a new step is a new remaining)
-    send(5)
-    assert not book.unmoved(spec.name, spec, model)
-    assert book.republished(spec.name, spec, model) is not model
-    plain = _spec()
-    send2 = Report(0.0, plain.name, 1, steps_per_s=10.0, allocation=one)
-    book = ModelBook()
-    book.observe(plain.name, plain, send2, one)
-    model = book.republished(plain.name, plain, None)
-    book.observe(plain.name, plain, Report(0.0, plain.name, 2, steps_per_s=11.0, allocation=one), one)
-    assert not book.unmoved(plain.name, plain, model)  # (a new mean speed)
+    monkeypatch.setattr(book_module, "time_like", counting)
+    return calls
 
 
-def _switches(on: bool) -> Callable[[Learning], None]:
-    def configure(learning: Learning) -> None:
-        learning.skip_unmoved = on
-    return configure
-
-
-def _run(preset: str, make: Callable[[], SimEngine], on: bool) -> tuple[object, list[object], Learning, int]:
-    """`test_once_per_snapshot._replay` with both switches on or off: every snapshot's models, the plans, the
-    learning, and how many reports were queued for `publish`."""
-    queued = [0]
-    call = Learning.__call__
-
-    def counting(self: Learning, report: Report, record: object) -> None:
-        before = sum(len(u) for u in self._unpublished.values())
-        call(self, report, record)  # type: ignore[arg-type]
-        queued[0] += sum(len(u) for u in self._unpublished.values()) > before
-
-    Learning.__call__ = counting  # type: ignore[method-assign]
-    try:
+def _run(preset: str, make: Callable[[], SimEngine], on: bool, monkeypatch: pytest.MonkeyPatch
+         ) -> tuple[object, list[Plan], Learning, int]:
+    """`test_once_per_snapshot._replay` with counted repeats on or off: every snapshot's models, the plans, the
+    learning, and how many reports took the general path."""
+    with monkeypatch.context() as patch:
+        calls = _general(patch)
         with _counting(on):
-            models, plans, learning = _replay(preset, True, make(), _switches(on))
-    finally:
-        Learning.__call__ = call  # type: ignore[method-assign]
-    return models, plans, learning, queued[0]
+            models, plans, learning = _replay(preset, True, make())
+    return models, plans, learning, calls[0]
 
 
 def _philly_engine(workload: Workload) -> Callable[[], SimEngine]:
@@ -175,23 +152,27 @@ def _philly_engine(workload: Workload) -> Callable[[], SimEngine]:
 
 
 @pytest.mark.parametrize("preset", ["trainmaster", "optimus"])
-def test_philly_counted_repeats_plan_and_learn_as_the_general_path(preset: str, shared_data: Path) -> None:
+def test_philly_counted_repeats_plan_and_learn_as_the_general_path(preset: str, shared_data: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Philly's first jobs on 4x8: every snapshot's models and every plan as the general path's, the book's state
-    at the end bit for bit, and fewer reports queued for `publish`."""
+    at the end bit for bit (its pooled GPU-type rates and the priors' rows), and most reports counted."""
     make = _philly_engine(_philly(shared_data))
-    fast_models, fast, learning, fast_queued = _run(preset, make, True)
-    slow_models, slow, reference, slow_queued = _run(preset, make, False)
+    fast_models, fast, learning, fast_general = _run(preset, make, True, monkeypatch)
+    slow_models, slow, reference, slow_general = _run(preset, make, False, monkeypatch)
     assert fast_models == slow_models
-    same_plans(fast, slow, least=40)  # type: ignore[arg-type]
+    same_plans(fast, slow, least=40)
     assert _state(learning.book) == _state(reference.book)
-    assert fast_queued * 3 < slow_queued * 2  # (short runs: about half)
+    assert fast_general * 2 < slow_general  # (most reports repeat their job's last one)
 
 
-def test_counted_repeats_on_loss_targets_and_two_gpu_types() -> None:
+def test_counted_repeats_on_loss_targets_and_two_gpu_types(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parameter-server jobs with loss targets on two GPU types (`test_once_per_snapshot`'s replay): reports
-    with losses take the general path; every snapshot's models and plans as with the switches off."""
-    fast_models, fast, learning, _ = _run("trainmaster", lambda: _ps("1x4:v100+1x4:k80"), True)
-    slow_models, slow, reference, _ = _run("trainmaster", lambda: _ps("1x4:v100+1x4:k80"), False)
+    with losses take the general path; every snapshot's models and plans as with counted repeats off."""
+    fast_models, fast, learning, fast_general = _run("trainmaster", lambda: _ps("1x4:v100+1x4:k80"), True,
+                                                     monkeypatch)
+    slow_models, slow, reference, slow_general = _run("trainmaster", lambda: _ps("1x4:v100+1x4:k80"), False,
+                                                      monkeypatch)
     assert fast_models == slow_models
-    same_plans(fast, slow, least=40)  # type: ignore[arg-type]
+    same_plans(fast, slow, least=40)
     assert _state(learning.book) == _state(reference.book)
+    assert fast_general == slow_general  # (every report carries a loss)

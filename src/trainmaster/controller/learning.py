@@ -80,10 +80,6 @@ class Learning:
         # A reporting job's model is renewed in place, not rebuilt, where it reads as a rebuilt one would
         # (`ModelBook.republished`): caches kept by model identity keep serving. False: built anew (the reference).
         self.keep_models = True
-        # A report that only counted a repeat (`JobLearner.count_repeats`) leaves the job's published model as it
-        # stands where republishing it would (`ModelBook.unmoved`): it is not queued for `publish`. False: every
-        # report queues it (the reference).
-        self.skip_unmoved = True
         self.spared = 0  # reports whose model was never built (the job reported again first)
         self.early = 0  # types published between snapshots because a report moved their shared state
 
@@ -125,12 +121,10 @@ class Learning:
                 models[record.id] = self._built(record.id, spec)  # (see `observe`)
             else:
                 book.learners[record.id].loss_curve()  # (refits follow each report's point count, as if built)
-                if not (self.skip_unmoved and self.keep_models and self.lazy
-                        and book.unmoved(record.id, spec, models[record.id])):
-                    unpublished = self._unpublished.get(job_type)  # (`_type_moving` may have built and dropped them)
-                    if unpublished is None:
-                        unpublished = self._unpublished[job_type] = {}
-                    unpublished[record.id] = spec
+                unpublished = self._unpublished.get(job_type)  # (`_type_moving` may have built and dropped them)
+                if unpublished is None:
+                    unpublished = self._unpublished[job_type] = {}
+                unpublished[record.id] = spec
         if not job_type:
             return
         waiting = self._waiting.get(job_type, _NONE)

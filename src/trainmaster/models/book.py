@@ -131,8 +131,8 @@ class JobLearner:
     """One job's observations: per-configuration mean speed, the loss points, progress."""
 
     # (a class switch) A report that repeats the job's last speed on the same allocation, without a loss, epoch,
-    # batch or gradient statistics (Philly's every report within a run), moves only its row's count: its mean
-    # stays (`y - mean` is 0.0), so it is counted without the general path. False: every report takes it.
+    # batch or gradient statistics (Philly's every report within a run), moves only its row's count: the row's
+    # mean stays (`y - mean` is 0.0), so it is counted without the general path. False: every report takes it.
     count_repeats = True
 
     def __init__(self, job_id: str, spec: JobSpec) -> None:
@@ -158,9 +158,6 @@ class JobLearner:
         # (allocation, steps/s, row) of the last report whose row's mean is now its own speed's `y` (a repeat of it
         # only counts), else None
         self._repeat: tuple[Allocation, float, Config] | None = None
-        # Bumped by every report but a counted repeat: a model that captured the same value read rows, maximum
-        # workers and epoch as they are (`LazyJobModel.unmoved`)
-        self.moved = 0
 
     def config(self, alloc: Allocation, batch: float) -> Config:
         """`config_of`, with the shape of the last allocation kept (a job reports from one many times)."""
@@ -180,11 +177,10 @@ class JobLearner:
         last = self._repeat
         if last is not None and last[0] is alloc and last[1] == report.steps_per_s and report.loss is None \
                 and report.epoch is None and report.batch is None and self.noise is None and self.count_repeats:
-            c = last[2]  # (the general path's config, max workers and `y` would be those of the last report)
+            c = last[2]  # (the general path's config, maximum workers and `y` would be the last report's)
             n = self.rows[c].count + 1
             self.rows[c] = Row(c, self.rows[c].y, n)
             return (n & (n - 1)) == 0
-        self.moved += 1
         if report.epoch is not None:
             self.epoch = report.epoch
         fresh = not self.steps or report.step > self.steps[-1]
@@ -287,8 +283,7 @@ class LazyJobModel(JobModel):
         set_fields(self, dict(  # (frozen: fields are set once, here, in one call: one per report)
             job_id=learner.job_id, form=learner.form, batch=learner.batch, step=learner.step, configs=len(own),
             curve=curve, type_speed=type_speed, goodput=None, max_workers=learner.max_workers,
-            _inputs=(own, prior, target, learner.epoch), _got=None, _learner=learner if live else None,
-            _moved=learner.moved))
+            _inputs=(own, prior, target, learner.epoch), _got=None, _learner=learner if live else None))
 
     def renew(self, learner: JobLearner, own: tuple[Row, ...], prior: SpeedPredictor | None, target: Target,
               type_speed: Mapping[str, float], curve: LossCurve | None) -> bool:
@@ -308,29 +303,11 @@ class LazyJobModel(JobModel):
             had, had_prior = d["_inputs"][0], d["_inputs"][1]
             if had_prior is not prior or any(a.config != b.config or a.y != b.y for a, b in zip(had, own, strict=True)):
                 return False
-        if not self._remaining_holds(learner, target, curve):
+        if "remaining" in d and d["remaining"] != remaining_steps(
+                target, Progress(step=learner.step, epoch=learner.epoch, curve=curve)):
             return False
         d["_inputs"] = (own, prior, target, learner.epoch)
-        d["_moved"] = learner.moved
         return True
-
-    def unmoved(self, learner: JobLearner, prior: SpeedPredictor | None, target: Target,
-                type_speed: Mapping[str, float], curve: LossCurve | None) -> bool:
-        """Whether this live model of `learner` reads as `renew` with these inputs would leave it, without a
-        renewal: its learner's reports since its build or last renewal were counted repeats (`JobLearner.moved`:
-        the rows' configs and means, the maximum workers and the epoch are those it captured; only counts it
-        does not read moved), and the other inputs are the same objects."""
-        d = self.__dict__
-        inputs = d["_inputs"]
-        return d["_learner"] is learner and d["_moved"] == learner.moved and inputs[1] is prior \
-            and inputs[2] is target and d["curve"] is curve and d["type_speed"] is type_speed \
-            and self._remaining_holds(learner, target, curve)
-
-    def _remaining_holds(self, learner: JobLearner, target: Target, curve: LossCurve | None) -> bool:
-        """Whether the remaining steps, if read, are what they are now (no target: None either way)."""
-        d = self.__dict__
-        return "remaining" not in d or d["remaining"] == remaining_steps(
-            target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
 
     def _speed_basis(self) -> tuple[SpeedPredictor | None, str]:
         got: tuple[SpeedPredictor | None, str] | None = self.__dict__["_got"]
@@ -538,28 +515,13 @@ class ModelBook:
             return last
         return LazyJobModel(learner, *inputs, live=True)
 
-    def unmoved(self, job_id: str, spec: JobSpec, last: JobModel | None) -> bool:
-        """Whether `republished(job_id, spec, last)` would now return `last` reading as it reads: a live lazy
-        model whose job's reports since it was built or renewed only counted repeats (`LazyJobModel.unmoved`).
-        The job's loss curve must be refitted already (`JobLearner.loss_curve`, as the caller does per report)."""
-        learner = self.learners.get(job_id)
-        if type(last) is not LazyJobModel or learner is None or spec.adaptive_batch is not None \
-                or len(learner.rows) >= self.own_min:
-            return False
-        return last.unmoved(learner, self._prior(learner, spec), spec.target, self.type_speed(learner),
-                            learner.curve)
-
     def _lazy_inputs(self, learner: JobLearner, spec: JobSpec) -> tuple[
             tuple[Row, ...], SpeedPredictor | None, Target, Mapping[str, float], LossCurve | None]:
         """What a `LazyJobModel` of the job is built from now: its rows, its type's prior fit, its target, its
         GPU-type speeds and its loss curve (refitted here when its points grew: once per model built)."""
-        return tuple(learner.rows.values()), self._prior(learner, spec), spec.target, self.type_speed(learner), \
-            learner.loss_curve()
-
-    def _prior(self, learner: JobLearner, spec: JobSpec) -> SpeedPredictor | None:
-        """The job's type's prior fit, as a model of it built now reads it."""
         job_type = spec.job_type if self.use_priors else None
-        return self.priors.fitted(job_type, learner.form, N_PARAMS[learner.form]) if job_type else None
+        prior = self.priors.fitted(job_type, learner.form, N_PARAMS[learner.form]) if job_type else None
+        return tuple(learner.rows.values()), prior, spec.target, self.type_speed(learner), learner.loss_curve()
 
     def pooled_types(self, job_type: str) -> frozenset[str]:
         """The GPU types its job type's reports ran on (what a job without reports takes `type_speed` from)."""
