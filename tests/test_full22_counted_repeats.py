@@ -38,8 +38,8 @@ def _counting(on: bool) -> Iterator[None]:
 
 def _state(book: ModelBook) -> object:
     """Everything the book learned, bit for bit: each learner's rows (config, mean, count), version, step, epoch,
-    maximum workers and GPU-type rates; the pooled rates; the priors' rows and versions."""
-    learners = {jid: (tuple(lr.rows.values()), lr.version, lr.step, lr.epoch, lr.max_workers,
+    maximum workers, loss points and GPU-type rates; the pooled rates; the priors' rows and versions."""
+    learners = {jid: (tuple(lr.rows.values()), lr.version, lr.step, lr.epoch, lr.max_workers, lr.steps, lr.losses,
                       {c: dict(per) for c, per in lr.rates.rows.items()}, lr.rates.version)
                 for jid, lr in book.learners.items()}
     pooled = {kind: ({c: dict(per) for c, per in r.rows.items()}, r.version, r.types)
@@ -49,8 +49,8 @@ def _state(book: ModelBook) -> object:
 
 
 def _feed(book: ModelBook, spec_name: str = "a") -> list[bool]:
-    """One job's reports: repeats on one allocation (counts past 2, 4, 8), a new speed there, a loss, an epoch,
-    a batch, an equal allocation that is another object, a second job of the type on another GPU type."""
+    """One job's reports: repeats on one allocation (counts past 2, 4, 8), a new speed there, an equal allocation
+    that is another object, repeats with a loss, an epoch or a batch, a second job of the type on another GPU type."""
     spec = _spec(name=spec_name)
     other = _spec(name="b")
     one, two = _alloc(1), _alloc(2)
@@ -69,7 +69,12 @@ def _feed(book: ModelBook, spec_name: str = "a") -> list[bool]:
     send(18, 11.0, one, epoch=0.5)
     send(19, 11.0, one, batch=64)
     send(20, 11.0, _alloc(1))  # (equal, not the same object)
-    for step in range(21, 40):
+    for step in range(21, 30):
+        send(step, 20.0, two)
+    send(30, 20.0, two, loss=1.5)  # (each on a row whose mean is 20's: a repeat but for it)
+    send(31, 20.0, two, epoch=0.25)
+    send(32, 20.0, two, batch=64)
+    for step in range(33, 40):
         send(step, 20.0, two)
     send(40, 20.0, two, gpu=None)
     report = Report(0.0, "b", 1, steps_per_s=5.0, allocation=one)
