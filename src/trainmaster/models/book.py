@@ -130,6 +130,11 @@ def set_fields(model: JobModel, fields: Mapping[str, object]) -> JobModel:
 class JobLearner:
     """One job's observations: per-configuration mean speed, the loss points, progress."""
 
+    # (a class switch) A report that repeats the job's last speed on the same allocation, without a loss, epoch,
+    # batch or gradient statistics (Philly's every report within a run), moves only its row's count: the row's
+    # mean stays (`y - mean` is 0.0), so it is counted without the general path. False: every report takes it.
+    count_repeats = True
+
     def __init__(self, job_id: str, spec: JobSpec) -> None:
         self.job_id = job_id
         self.spec = spec
@@ -150,6 +155,9 @@ class JobLearner:
         self.version = 0
         self.rates = TypeRates()  # steps/s per configuration and GPU type
         self._held: tuple[Allocation, tuple[int, int, int], Config] | None = None  # the last allocation, its config
+        # (allocation, steps/s, row) of the last report whose row's mean is now its own speed's `y` (a repeat of it
+        # only counts), else None
+        self._repeat: tuple[Allocation, float, Config] | None = None
 
     def config(self, alloc: Allocation, batch: float) -> Config:
         """`config_of`, with the shape of the last allocation kept (a job reports from one many times)."""
@@ -162,9 +170,17 @@ class JobLearner:
         return held[2]
 
     def observe(self, report: Report, alloc: Allocation | None) -> bool:
-        """Record one report; True when the speed rows changed shape (a new configuration)."""
+        """Record one report; True when the speed rows changed shape (a new configuration) or a row's count
+        reached a power of two (a refit)."""
         self.version += 1
         self.step = float(report.step)
+        last = self._repeat
+        if last is not None and last[0] is alloc and last[1] == report.steps_per_s and report.loss is None \
+                and report.epoch is None and report.batch is None and self.noise is None and self.count_repeats:
+            c = last[2]  # (the general path's config, maximum workers and `y` would be the last report's)
+            n = self.rows[c].count + 1
+            self.rows[c] = Row(c, self.rows[c].y, n)
+            return (n & (n - 1)) == 0
         if report.epoch is not None:
             self.epoch = report.epoch
         fresh = not self.steps or report.step > self.steps[-1]
@@ -185,12 +201,11 @@ class JobLearner:
         self.max_workers = max(self.max_workers, c.workers)
         y = time_like(self.form, c, speed)
         old = self.rows.get(c)
-        if old is None:
-            self.rows[c] = Row(c, y, 1)
-            return True
-        n = old.count + 1
-        self.rows[c] = Row(c, old.y + (y - old.y) / n, n)
-        return (n & (n - 1)) == 0  # refit at counts 2, 4, 8, ...: cheap and still converging
+        row = self.rows[c] = Row(c, y, 1) if old is None else Row(c, old.y + (y - old.y) / (old.count + 1),
+                                                                     old.count + 1)
+        self._repeat = (alloc, speed, c) if row.y == y and not report.batch else None
+        n = row.count
+        return (n & (n - 1)) == 0  # a new row (n = 1); refit at counts 2, 4, 8, ...: cheap and still converging
 
     def loss_curve(self) -> LossCurve | None:
         """Refit when the points grew by a fifth since the last fit."""
