@@ -18,7 +18,9 @@
   at most twice the size they have run at, or to any whole-node size with
   the GPUs no step wanted (`Optimus(goodput=True)`), their goodput law's
   cross-node sync flat until three multi-node sizes are measured and
-  fragmented splits down-weighted (`speed.fit(cross_slope=False)`); the
+  fragmented splits down-weighted (`speed.fit(cross_slope=False)`); while
+  the cluster is busy (the last decision full and 30+ arrivals in 2 h) a
+  resize also charged 2% of the job's remaining time (`RESTART_SHARE`); the
   base hook's shrinking for pending jobs and services' headroom only while a
   service is live (`only_with_services`: the targets already leave room);
 - reservation and backfill for the blocked head job;
@@ -82,7 +84,7 @@ from trainmaster.policies.fairshare import fair_place
 from trainmaster.policies.goodput import any_adaptive, choose_batches, switch_gain
 from trainmaster.policies.las import LasOrder, LasPreempt, RemainingOrder
 from trainmaster.policies.live import LiveKinds
-from trainmaster.policies.optimus import Optimus
+from trainmaster.policies.optimus import RESTART_SHARE, Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
@@ -115,7 +117,7 @@ class GainSizing:
     skip_fixed = True  # False: run the greedy even when no admitted job can get a target (the reference)
 
     def __init__(self, optimus: Optimus | None = None) -> None:
-        self.optimus = optimus or Optimus(goodput=True)
+        self.optimus = optimus or Optimus(goodput=True, restart_share=RESTART_SHARE)
         self.target: Sizes = {}
 
     def size(self, base: SizeHook) -> SizeHook:
