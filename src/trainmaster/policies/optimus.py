@@ -62,6 +62,12 @@ INTERVAL_S = 60.0
 # as Pollux's simulator paces each job (`max_replicas = 2 * max_profiled_replicas`): its goodput law is a fit,
 # and far beyond the sizes it was measured at its optimism draws GPUs the job cannot use.
 EXPLORE = 2
+# Busy-cluster restart charge (`restart_share`, the `trainmaster` preset's `GainSizing` sets `RESTART_SHARE`): while
+# the last decision left under a node's GPUs unwanted and at least `BUSY_ARRIVALS` jobs arrived within the last
+# `BUSY_WINDOW_S`, a running job's resize is also charged this share of its predicted remaining time where it is.
+RESTART_SHARE = 0.02
+BUSY_ARRIVALS = 30
+BUSY_WINDOW_S = 7200.0
 
 OBJECTIVES = ("rate", "time")
 _ID = attrgetter("id")
@@ -218,7 +224,7 @@ class Optimus:
     spec_index = True
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
-                 interval: float | None = INTERVAL_S, goodput: bool = False) -> None:
+                 interval: float | None = INTERVAL_S, goodput: bool = False, restart_share: float = 0.0) -> None:
         if objective not in OBJECTIVES:
             raise SpecError("optimus.objective", f"unknown objective {objective!r}", f"use one of {OBJECTIVES}")
         self.objective = objective
@@ -230,6 +236,13 @@ class Optimus:
         self._by_spec: dict[int, _Shape] = {}
         self._spec_total: Resources | None = None
         self.restart_penalty = restart_penalty
+        # A fixed charge is nothing to a long job (60 s of 30,000 s left), so on a full cluster a 28-GPU job gave a
+        # GPU up at each arrival and took it back at the next tick, 30 s of all its GPUs each time (nineteenth
+        # look). Charged as a share of what it has left, but only while the cluster is busy: full at the last
+        # decision *and* jobs arriving fast (`_busy`); either gate alone cost at load 0.5 (twentieth look).
+        self.restart_share = restart_share
+        self._full = False  # the last decision left under a node's GPUs that no step wanted
+        self._arrived: dict[str, float] = {}  # job id -> submit time, of the jobs seen within the window
         self.held_in_bulk = True  # False: unchanged running jobs assigned one by one (the slow reference)
         self.interval = interval
         self.cycle = Cycle(name=self.name, order=by_submit_time, size=self.size, place=self.place,
@@ -283,9 +296,16 @@ class Optimus:
                       self.restart_penalty, max_w, ps_spec.max if ps_spec else 0, list(steps), goodput=adapts)
             state[job.id] = st
             sizes[job.id] = {}  # (its place in arrival order; its size once the greedy is done)
+        if self.restart_share and self._busy(jobs, snap.now):
+            for st in state.values():
+                if st.current is not None:
+                    here = st.remaining(*st.current)  # (no penalty at its current size)
+                    st.penalty += self.restart_share * here if math.isfinite(here) else 0.0
         self._grow(state, free, far=False)  # 2. one increment at a time to the largest gain per dominant share
         if self.goodput:  # 2b. with what no step wanted, jobs in a goodput dip may jump past it (`_jumps`)
             self._grow(state, free, far=True)
+        if self.restart_share:
+            self._full = free[2] <= node_gpus
         for jid, st in state.items():
             sizes[jid] = {Role.WORKER: st.workers}
             if Role.PS in st.view.spec.roles:
@@ -296,6 +316,17 @@ class Optimus:
             ws.note(jid, f"optimus: {st.workers} worker(s)" + (f", {st.ps} ps" if st.ps else "")
                     + f", predicted {left:,.0f}s left ({model.basis})")
         return sizes
+
+    def _busy(self, jobs: list[JobView], now: float) -> bool:
+        """Whether the last decision filled the cluster and `BUSY_ARRIVALS` jobs arrived within `BUSY_WINDOW_S`."""
+        seen = self._arrived
+        for job in jobs:
+            seen[job.id] = job.submit_time
+        since = now - BUSY_WINDOW_S
+        if len(seen) > 4096:  # forget jobs that arrived before the window now and then
+            for jid in [jid for jid, at in seen.items() if at < since]:
+                del seen[jid]
+        return self._full and sum(at >= since for at in seen.values()) >= BUSY_ARRIVALS
 
     def _shape(self, job: JobView, total: Resources) -> _Shape:
         """Work out and keep a job's `_Shape` (`size` reads the kept one while its spec and the total hold)."""

@@ -18,7 +18,9 @@
   at most twice the size they have run at, or to any whole-node size with
   the GPUs no step wanted (`Optimus(goodput=True)`), their goodput law's
   cross-node sync flat until three multi-node sizes are measured and
-  fragmented splits down-weighted (`speed.fit(cross_slope=False)`); the
+  fragmented splits down-weighted (`speed.fit(cross_slope=False)`); while
+  the cluster is busy (the last decision full and 30+ arrivals in 2 h) a
+  resize also charged 2% of the job's remaining time (`RESTART_SHARE`); the
   base hook's shrinking for pending jobs and services' headroom only while a
   service is live (`only_with_services`: the targets already leave room);
 - reservation and backfill for the blocked head job;
@@ -63,6 +65,14 @@ growing at one node, they kept 4 GPUs on an idle cluster. Goodput sizing
 (above) fixes that; free sizing (`elastic-free`) lost to 1..2x before it
 because the fixed-batch law drew a job to 60+ GPUs once and back (two
 restarts) and its batch choice then followed the tiny local batches measured there.
+
+Why a resize is charged a share of the remaining time on a busy cluster (issue 11, twentieth look): under
+contention a long job (30,000 s left, 28 GPUs) gave a GPU up at each arrival and took it back at the next
+tick, and the fixed 60 s charge is 0.2% of what it has left, so each move stalled all its GPUs for 30 s
+for little. Charged 2% of its remaining time on every cluster, it won at load 1 and lost at 0.5, where a
+job charged more grows later into an emptying cluster; gated on both a full cluster and a high arrival
+rate (`Optimus._busy`) it is better at every Pollux load (1,758 / 2,619 / 3,434 / 4,959 at 0.5-2 vs
+1,763 / 2,633 / 3,460 / 4,996) and on the Philly-derived set (2,527 vs 2,529).
 """
 
 from __future__ import annotations
@@ -81,7 +91,7 @@ from trainmaster.policies.elastic import LOAD_LINE, grow_into_idle, shrink_for_p
 from trainmaster.policies.fairshare import fair_place
 from trainmaster.policies.goodput import any_adaptive, choose_batches, switch_gain
 from trainmaster.policies.las import LasOrder, LasPreempt, RemainingOrder
-from trainmaster.policies.optimus import Optimus
+from trainmaster.policies.optimus import RESTART_SHARE, Optimus
 from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
@@ -114,7 +124,7 @@ class GainSizing:
     skip_fixed = True  # False: run the greedy even when no admitted job can get a target (the reference)
 
     def __init__(self, optimus: Optimus | None = None) -> None:
-        self.optimus = optimus or Optimus(goodput=True)
+        self.optimus = optimus or Optimus(goodput=True, restart_share=RESTART_SHARE)
         self.target: Sizes = {}
 
     def size(self, base: SizeHook) -> SizeHook:
