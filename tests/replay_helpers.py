@@ -17,8 +17,10 @@ from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.queue import QueueSpec
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.cycle import Cycle
+from trainmaster.policies.live import LiveKinds
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import Plan, Snapshot
+from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.base import Workload
 
 
@@ -71,6 +73,27 @@ def spy(patch: pytest.MonkeyPatch, owner: Any, name: str, keep: Callable[..., An
 
     patch.setattr(owner, name, spied)
     return seen
+
+
+def spy_live_kinds(patch: pytest.MonkeyPatch) -> tuple[list[Snapshot], list[Workspace]]:
+    """While `patch` holds: the snapshots `LiveKinds.of` worked out kinds for, and the workspaces whose
+    `live_kinds` were read (a classmethod and a property, which `spy` does not wrap)."""
+    computed: list[Snapshot] = []
+    asked: list[Workspace] = []
+    real_of = LiveKinds.of.__func__  # type: ignore[attr-defined]
+    real_live = Workspace.live_kinds.fget
+
+    def of(cls: type[LiveKinds], snap: Snapshot) -> LiveKinds:
+        computed.append(snap)
+        return real_of(cls, snap)  # type: ignore[no-any-return]
+
+    def live(ws: Workspace) -> LiveKinds:
+        asked.append(ws)
+        return real_live(ws)  # type: ignore[misc, no-any-return]
+
+    patch.setattr(LiveKinds, "of", classmethod(of))
+    patch.setattr(Workspace, "live_kinds", property(live))
+    return computed, asked
 
 
 def on_and_off(monkeypatch: pytest.MonkeyPatch, replay: Callable[[], Sequence[Plan]], *switches: Switch,

@@ -16,6 +16,7 @@ from types import MappingProxyType, SimpleNamespace
 import pytest
 from bench.decision_time import snapshot as bench_snapshot
 from tests.builders import cluster, job, pending, running, snapshot
+from tests.replay_helpers import spy_live_kinds
 
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.job import JobKind, JobSpec, Role
@@ -172,22 +173,8 @@ def test_the_preset_reads_live_kinds_once_per_decision_in_its_workspace() -> Non
     assert isinstance(sizing, GainSizing) and isinstance(base, OnlyWithServices)
     assert not any(isinstance(v, LiveKinds) for o in (policy, sizing, base) for v in vars(o).values())
     snap = bench_snapshot(busy=True, pending=30)
-    computed: list[object] = []
-    asked: list[object] = []
-    real_of = LiveKinds.of.__func__  # type: ignore[attr-defined]
-    real_live = Workspace.live_kinds.fget
-
-    def spy(cls: type[LiveKinds], snap: Snapshot) -> LiveKinds:
-        computed.append(snap)
-        return real_of(cls, snap)  # type: ignore[no-any-return]
-
-    def live(ws: Workspace) -> LiveKinds:
-        asked.append(ws)
-        return real_live(ws)  # type: ignore[misc, no-any-return]
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(LiveKinds, "of", classmethod(spy))
-        patch.setattr(Workspace, "live_kinds", property(live))
+        computed, asked = spy_live_kinds(patch)
         policy.decide(snap)
         assert computed == [snap] and len(asked) >= 2 and len(set(map(id, asked))) == 1
         policy.decide(snap)

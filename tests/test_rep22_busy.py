@@ -16,14 +16,14 @@ import random
 import pytest
 from bench.decision_time import snapshot as bench_snapshot
 from tests.builders import cluster, pending, running, snapshot
+from tests.replay_helpers import spy_live_kinds
 
 from trainmaster.core.allocation import Allocation, Placement, Runs, on_node
 from trainmaster.core.job import Role
 from trainmaster.policies.cycle import Cycle, head_of_line
-from trainmaster.policies.live import LiveKinds
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Snapshot
-from trainmaster.policies.tiresias import THRESHOLD, TiresiasOrder, _demotions, _Entry
+from trainmaster.policies.tiresias import THRESHOLD, TiresiasOrder, _demotions, _Entry, soonest_demotion
 from trainmaster.policies.trainmaster import AdaptiveCycle
 from trainmaster.policies.workspace import Workspace, demand
 
@@ -62,21 +62,6 @@ def test_find_keeps_the_runs_in_the_cluster_memo() -> None:
     assert ws.memo.runs == {(Role.WORKER, first.nodes[0], 2): first.tasks}
 
 
-def _reference_soonest(entries: dict[str, _Entry], jobs: dict[str, JobView], allocations: dict[str, Allocation],
-                       holders: list[str], threshold: float) -> float:
-    """`next_change`'s loop over the holders before `_demotions` (the reference)."""
-    soonest = math.inf
-    for jid in holders:
-        e = entries.get(jid)
-        if e is None or e.queue != 0:
-            continue
-        job = jobs[jid]
-        gpus = allocations[jid].gpus(job.spec)
-        if gpus:
-            soonest = min(soonest, (threshold - (job.attained - e.base_attained)) / gpus)
-    return soonest
-
-
 def test_demotions_against_the_loop() -> None:
     """`_demotions` (the minimum taken from inf, as `next_change` does) against the loop it replaced: random
     holders with and without entries, in Q0 and Q1, with and without GPUs, some past the threshold (negative
@@ -98,7 +83,7 @@ def test_demotions_against_the_loop() -> None:
         rng.shuffle(holders)
         threshold = rng.choice([THRESHOLD, 3600.0])
         got = min([math.inf, *_demotions(entries, jobs, allocations, iter(holders), threshold)])
-        want = _reference_soonest(entries, jobs, allocations, holders, threshold)
+        want = soonest_demotion(entries, jobs, allocations, holders, threshold)
         assert got == want or (math.isnan(got) and math.isnan(want)), case
 
 
@@ -168,21 +153,7 @@ def test_adaptive_cycle_reads_live_kinds_from_its_workspace_on_both_paths(line: 
     per decision, through `Workspace.live_kinds` (before, a `from_line` cycle read `LiveKinds.of` afresh)."""
     snap = _elastic_snapshot()
     cycle = AdaptiveCycle("a", resize_tick=60.0, pending_only=line, from_line=head_of_line if line else None)
-    computed: list[Snapshot] = []
-    asked: list[Workspace] = []
-    real_of = LiveKinds.of.__func__  # type: ignore[attr-defined]
-    real_live = Workspace.live_kinds.fget
-
-    def spy(cls: type[LiveKinds], s: Snapshot) -> LiveKinds:
-        computed.append(s)
-        return real_of(cls, s)  # type: ignore[no-any-return]
-
-    def live(ws: Workspace) -> LiveKinds:
-        asked.append(ws)
-        return real_live(ws)  # type: ignore[misc, no-any-return]
-
-    monkeypatch.setattr(LiveKinds, "of", classmethod(spy))
-    monkeypatch.setattr(Workspace, "live_kinds", property(live))
+    computed, asked = spy_live_kinds(monkeypatch)
     plan = cycle.decide(snap)
     assert plan.wake_after == 60.0  # (an elastic job is live)
     assert computed == [snap] and len(asked) == 1 and asked[0].snap is snap

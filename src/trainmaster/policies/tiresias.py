@@ -81,6 +81,21 @@ def _demotions(entries: Mapping[str, _Entry], jobs: Mapping[str, JobView], alloc
     return map(truediv, map(sub, repeat(threshold), attained), filter(None, gpus))
 
 
+def soonest_demotion(entries: Mapping[str, _Entry], jobs: Mapping[str, JobView],
+                     allocations: Mapping[str, Allocation], holders: Iterable[str], threshold: float) -> float:
+    """The least of `_demotions`, by a Python loop over the holders (the reference; switch `holders_in_c`)."""
+    soonest = math.inf
+    for jid in holders:
+        e = entries.get(jid)
+        if e is None or e.queue != 0:
+            continue
+        job = jobs[jid]
+        gpus = allocations[jid].gpus(job.spec)
+        if gpus:
+            soonest = min(soonest, (threshold - (job.attained - e.base_attained)) / gpus)
+    return soonest
+
+
 class TiresiasOrder:
     """The order hook: the only state Tiresias keeps between decisions (queue membership).
 
@@ -292,14 +307,7 @@ class TiresiasOrder:
         if self.holders_in_c:
             soonest = min(chain((soonest,), _demotions(entries, jobs, allocations, holders, threshold)))
         else:
-            for jid in holders:
-                e = entries.get(jid)
-                if e is None or e.queue != 0:
-                    continue
-                job = jobs[jid]
-                gpus = allocations[jid].gpus(job.spec)
-                if gpus:
-                    soonest = min(soonest, (threshold - (job.attained - e.base_attained)) / gpus)
+            soonest = min(soonest, soonest_demotion(entries, jobs, allocations, holders, threshold))
         if self.starvation is not None:
             entries = self.entries
             out = self.low - plan.allocations.keys()  # (Q1 entries only; any order: a minimum)
