@@ -23,7 +23,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL, learns_online
+from trainmaster.cli.simulate import learns_online
+from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.errors import SpecError
 from trainmaster.core.events import Report

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trainmaster.cli.simulate import FIDELITY, sim_config, simulate_one
+from trainmaster.cli.simulate import sim_config, simulate_one
+from trainmaster.cli.simulate_cmd import FIDELITY
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.engines.sim.engine import SimConfig
 from trainmaster.policies import tiresias

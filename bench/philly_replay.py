@@ -29,7 +29,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL, learns_online
+from trainmaster.cli.simulate import learns_online
+from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy

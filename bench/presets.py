@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainmaster.cli.simulate import FIDELITY, config_for, sim_config, simulate_one
+from trainmaster.cli.simulate import config_for, sim_config, simulate_one
+from trainmaster.cli.simulate_cmd import FIDELITY
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.queue import QueueSpec
 from trainmaster.policies.registry import ORACLE, available, make_policy

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from trainmaster.cli.main import main
-from trainmaster.cli.simulate import FIDELITY, config_for, sim_config, simulate_one
+from trainmaster.cli.simulate import config_for, sim_config, simulate_one
+from trainmaster.cli.simulate_cmd import FIDELITY
 from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand

@@ -12,7 +12,7 @@ import pytest
 from tests.replay_helpers import same_plans
 from tests.test_learning_refresh import Seen, _seen
 
-from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
+from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.learning import Learning
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.model_groups import ModelGroups, ModelsView, same_but_id

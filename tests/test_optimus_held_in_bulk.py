@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from tests.replay_helpers import Recorder, compressed, same_plans
 
-from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
+from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.engines.sim.engine import SimConfig, SimEngine

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from tests.replay_helpers import on_and_off, preset_plans
 
-from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
+from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
 from trainmaster.core.job import JobKind, JobSpec, Role, simple_job
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState

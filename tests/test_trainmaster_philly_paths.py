@@ -10,7 +10,7 @@ import pytest
 from tests.replay_helpers import Recorder, same_plans
 from tests.test_model_groups import _philly
 
-from trainmaster.cli.simulate import LEARNING_REPORT_INTERVAL
+from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
 from trainmaster.controller.loop import Controller
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand

@@ -26,8 +26,7 @@ from rich.table import Table
 from trainmaster.cli import market as market_cli
 from trainmaster.cli import sim_page
 from trainmaster.cli.console import make_console
-from trainmaster.cli.simulate_cmd import FIDELITY as FIDELITY
-from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL as LEARNING_REPORT_INTERVAL
+from trainmaster.cli.simulate_cmd import FIDELITY, LEARNING_REPORT_INTERVAL
 from trainmaster.controller.autoscale import MarketSetup, attach
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.metrics import JobOutcome, Summary
