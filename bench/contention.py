@@ -49,7 +49,7 @@ COLUMNS = ("jct", "queue", "preempted", "delays", "run rest", "bound", "excess",
            "delay GPU-s")
 RATE_COLUMNS = ("jct", "bound", "excess", "queue", "waits", "ran", "batch", "placement", "GPUs lost", "check",
                 "GPUs", "cap", "pred err %", "pred |err| %",
-                "steps/s err %")
+                "steps/s err %", "2x err %")
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class Piece:
     counts: tuple[int, ...]
     predicted: float | None
     throughput: float = math.nan  # the model's predicted optimizer steps/s there over the truth's, minus 1
+    doubling: float = math.nan  # the model's predicted speedup from twice the GPUs (packed) over the truth's, minus 1
 
 
 _STEPS: dict[tuple[str, tuple[int, ...]], list[tuple[float, float]]] = {}
@@ -107,7 +108,7 @@ def rate_split(pieces: Sequence[Piece], truth: PeerTruth, app: str, cap: int | N
     """Seconds the job ran, split into the bound's share and the batch, placement and GPU-count losses
     (module doc); the model's time-weighted signed and absolute % error at the held sizes."""
     out = dict.fromkeys(("ran", "at bound", "batch", "placement", "GPUs lost"), 0.0)
-    err = abs_err = timed = thr = 0.0
+    err = abs_err = timed = thr = dbl = 0.0
     for p in pieces:
         e = epoch_of(truth, p.done)
         held = p.dp / p.dt  # (constant over the piece)
@@ -123,10 +124,12 @@ def rate_split(pieces: Sequence[Piece], truth: PeerTruth, app: str, cap: int | N
             err += p.dt * (p.predicted / held - 1.0)
             abs_err += p.dt * abs(p.predicted / held - 1.0)
             thr += p.dt * p.throughput
+            dbl += p.dt * p.doubling
             timed += p.dt
     out["pred err %"] = 100.0 * err / timed if timed else math.nan
     out["pred |err| %"] = 100.0 * abs_err / timed if timed else math.nan
     out["steps/s err %"] = 100.0 * thr / timed if timed else math.nan
+    out["2x err %"] = 100.0 * dbl / timed if timed else math.nan
     return out
 
 
@@ -134,7 +137,7 @@ def follow_rates(engine: SimEngine, controller: Controller) -> dict[str, list[Pi
     """Wrap the engine's `_advance` / `_set_rate` (bench-only) to record every job's `Piece`s as it runs."""
     pieces: dict[str, list[Piece]] = defaultdict(list)
     ids = {id(job): jid for jid, job in engine._jobs.items()}
-    predicted: dict[str, tuple[float | None, float]] = {}
+    predicted: dict[str, tuple[float | None, float, float]] = {}
     advance, set_rate = engine._advance, engine._set_rate
 
     def advance_(job: Any, now: float) -> None:
@@ -143,18 +146,25 @@ def follow_rates(engine: SimEngine, controller: Controller) -> dict[str, list[Pi
         if job.running and now > since and job.done > before:
             jid = ids[id(job)]
             pieces[jid].append(Piece(now - since, job.done - before, before, tuple(worker_counts(alloc)),
-                                     *predicted.get(jid, (None, math.nan))))
+                                     *predicted.get(jid, (None, math.nan, math.nan))))
 
     def set_rate_(job: Any, now: float) -> None:
         set_rate(job, now)
         jid = ids[id(job)]
         model = controller.models.get(jid)
         counts = worker_counts(job.allocation)
-        predicted[jid] = (None, math.nan)
+        predicted[jid] = (None, math.nan, math.nan)
         if model is not None and model.goodput is not None and job.batch is not None and job.run is not None and counts:
             c = Config(workers=sum(counts), ps=0, nodes=len(counts), batch=float(job.batch))
-            steps = model.goodput.speed.steps_per_s(c)
-            predicted[jid] = (model.goodput.goodput(c, float(job.batch)), steps / job.run.steps_per_s - 1.0)
+            g = model.goodput
+            steps = g.speed.steps_per_s(c)
+            w = 2 * sum(counts)
+            twice = g.steps_per_s(Config(workers=w, ps=0, nodes=len(packed(w)), batch=float(job.batch)))
+            app = jid.rsplit("-", 1)[0]
+            e = epoch_of(job.truth, job.done)
+            true = best_rate(job.truth, app, tuple(packed(w)), e) / best_rate(job.truth, app, tuple(counts), e)
+            pred = twice / max(g.steps_per_s(c), 1e-12)
+            predicted[jid] = (g.goodput(c, float(job.batch)), steps / job.run.steps_per_s - 1.0, pred / true - 1.0)
 
     engine._advance = advance_  # type: ignore[method-assign]
     engine._set_rate = set_rate_  # type: ignore[method-assign]
@@ -299,7 +309,7 @@ def rated_row(rec: JobRecord, row: dict[str, float], pieces: list[Piece], truth:
            "GPUs": sum(p.dt * sum(p.counts) for p in pieces) / max(ran, 1e-9),
            "cap": float(min(cap or 10**9, peer_max_replicas(load_profile(DATA / "profiles" / app)))),
            "pred err %": got["pred err %"], "pred |err| %": got["pred |err| %"],
-           "steps/s err %": got["steps/s err %"]}
+           "steps/s err %": got["steps/s err %"], "2x err %": got["2x err %"]}
     return out
 
 
