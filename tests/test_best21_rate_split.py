@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the bench lives 
 
 from bench.contention import Piece, best_rate, cap_rate, epoch_of, rate_split
 from bench.pollux_bound import DATA, best_alone
+
 from trainmaster.workloads.pollux import load_profile
 from trainmaster.workloads.pollux_peer import PeerTruth
 
@@ -26,8 +27,8 @@ def test_a_run_splits_into_batch_placement_and_gpu_losses() -> None:
     truth = _truth()
     e = 1
     done = truth.model.cumulative_steps(float(truth.batch_size))[e]
-    best4, spread, cap = (best_rate(truth, "cifar10", c, e) for c in ((4,), (2, 2), (4, 4)))
-    assert cap_rate(truth, "cifar10", 8, e) >= best4 > spread > 0
+    best4, spread, eight = (best_rate(truth, "cifar10", c, e) for c in ((4,), (2, 2), (4, 4)))
+    assert cap_rate(truth, "cifar10", 8, e) >= eight and cap_rate(truth, "cifar10", 8, e) >= best4 > spread > 0
     pieces = [Piece(100.0, 100.0 * best4, done, (4,), 1.1 * best4, 0.02, -0.2),  # at its best on 4 packed
               Piece(100.0, 50.0 * spread, done, (2, 2), None)]  # spread, at half the best rate there
     got = rate_split(pieces, truth, "cifar10", 8)
