@@ -36,6 +36,23 @@ def packed(replicas: int) -> list[int]:
 
 
 @cache
+def batch_grid(app: str) -> tuple[int, ...]:
+    """The global batches the bound tries: geometric between the smallest and largest validated, and those."""
+    profile = load_profile(DATA / "profiles" / app)
+    model = peer_model(profile)
+    ratio = model.max_batch / model.init_batch
+    return tuple(sorted({int(model.init_batch * ratio ** (i / BATCHES)) for i in range(BATCHES + 1)}
+                        | set(profile.validation)))
+
+
+def batches_for(app: str, replicas: int) -> list[int]:
+    """`batch_grid`'s batches `replicas` can train (at least the smallest profiled local batch each)."""
+    profile = load_profile(DATA / "profiles" / app)
+    smallest_local = min(c.local_bsz[0] for c in profile.placements.values())
+    return [b for b in batch_grid(app) if b >= replicas * smallest_local]
+
+
+@cache
 def best_per_epoch(app: str, cap: int | None = None) -> tuple[tuple[float, float, int, int], ...]:
     """Per epoch: (the truth's noise scale at the smallest batch, seconds alone at the best, replicas, batch).
 
@@ -44,18 +61,12 @@ def best_per_epoch(app: str, cap: int | None = None) -> tuple[tuple[float, float
     more than the smallest), which is what a policy's batch and size choices follow."""
     profile = load_profile(DATA / "profiles" / app)
     model = peer_model(profile)
-    ratio = model.max_batch / model.init_batch
-    batches = sorted({int(model.init_batch * ratio ** (i / BATCHES)) for i in range(BATCHES + 1)}
-                     | set(profile.validation))
-    smallest_local = min(c.local_bsz[0] for c in profile.placements.values())
     out = []
     for e in range(model.epochs):
         progress = model.boundaries[e + 1] - model.boundaries[e]
         best = (math.inf, 1, model.init_batch)
         for r in range(1, min(peer_max_replicas(profile), cap or 10**9) + 1):
-            for b in batches:
-                if b < r * smallest_local:
-                    continue
+            for b in batches_for(app, r):
                 batching = model.batching(r, b)
                 seconds = progress * model.step_time(packed(r), batching) / model.gain(float(batching.batch), e)
                 best = min(best, (seconds, r, b))

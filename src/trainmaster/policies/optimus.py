@@ -36,9 +36,11 @@ workers it has run on.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count, repeat
@@ -242,7 +244,10 @@ class Optimus:
         # decision *and* jobs arriving fast (`_busy`); either gate alone cost at load 0.5 (twentieth look).
         self.restart_share = restart_share
         self._full = False  # the last decision left under a node's GPUs that no step wanted
-        self._arrived: dict[str, float] = {}  # job id -> submit time, of the jobs seen within the window
+        # (submit time, job id) of the jobs seen that arrived within the window, oldest first, and their ids: the
+        # count `_busy` reads is the deque's length, not a pass over every kept submit time
+        self._window: deque[tuple[float, str]] = deque()
+        self._arrived: set[str] = set()
         self.held_in_bulk = True  # False: unchanged running jobs assigned one by one (the slow reference)
         self.interval = interval
         self.cycle = Cycle(name=self.name, order=by_submit_time, size=self.size, place=self.place,
@@ -318,15 +323,25 @@ class Optimus:
         return sizes
 
     def _busy(self, jobs: list[JobView], now: float) -> bool:
-        """Whether the last decision filled the cluster and `BUSY_ARRIVALS` jobs arrived within `BUSY_WINDOW_S`."""
-        seen = self._arrived
-        for job in jobs:
-            seen[job.id] = job.submit_time
+        """Whether the last decision filled the cluster and `BUSY_ARRIVALS` jobs arrived within `BUSY_WINDOW_S`.
+
+        The jobs seen are counted in `_window` (sorted by submit time; a job joins it when first seen inside
+        the window and leaves as the window passes it): decisions' times never go back, so a job that left it
+        would not count again."""
         since = now - BUSY_WINDOW_S
-        if len(seen) > 4096:  # forget jobs that arrived before the window now and then
-            for jid in [jid for jid, at in seen.items() if at < since]:
-                del seen[jid]
-        return self._full and sum(at >= since for at in seen.values()) >= BUSY_ARRIVALS
+        window, seen = self._window, self._arrived
+        for job in jobs:
+            at = job.submit_time
+            if at >= since and job.id not in seen:
+                seen.add(job.id)
+                entry = (at, job.id)
+                if window and entry < window[-1]:  # (seen late: jobs mostly come in submit order)
+                    bisect.insort(window, entry)
+                else:
+                    window.append(entry)
+        while window and window[0][0] < since:
+            seen.discard(window.popleft()[1])
+        return self._full and len(window) >= BUSY_ARRIVALS
 
     def _shape(self, job: JobView, total: Resources) -> _Shape:
         """Work out and keep a job's `_Shape` (`size` reads the kept one while its spec and the total hold)."""
