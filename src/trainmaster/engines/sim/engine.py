@@ -179,9 +179,24 @@ class SimEngine:
             self._push(now + delay, "ready", action.job_id, job.version)
 
     def wait(self, timeout: float | None) -> list[Event]:
+        return self.wait_reports(timeout, None, None)
+
+    def wait_reports(self, timeout: float | None, interval: float | None,
+                     on_report: Callable[[Report], bool] | None) -> list[Event]:
+        """`wait`, with the times whose events are all progress reports handed to `on_report` in bulk.
+
+        Each such report goes to `on_report` as it fires, and the wait goes on, its deadline re-derived
+        from that time as the caller's next `wait` would have it: `t + interval` (None: no deadline). The
+        caller guarantees that a time of reports alone changes nothing its timeout is made of, unless
+        `on_report` answers True (a decision is due): the wait then ends after that time's other events.
+        Events at one time after a non-report one (an arrival, a finish) are returned as `wait` returns
+        them, in order, to be handled in order. Without `on_report`, or with rounds (`SimConfig.round`), this
+        is plain `wait`: every time's events are returned.
+        """
         if self.config.round:
             return self._wait_round(timeout, self.config.round)
-        heap, pop, fire, stale = self._heap, heapq.heappop, self._fire, self._stale
+        heap, pop, fire, stale, progress = self._heap, heapq.heappop, self._fire, self._stale, self._progress
+        advance = self.clock.advance_to
         deadline = None if timeout is None else self.clock.now() + timeout
         while heap:
             item = heap[0]
@@ -191,19 +206,35 @@ class SimEngine:
             if stale(item):
                 pop(heap)
                 continue
-            self.clock.advance_to(t)
-            pop(heap)  # (`item`: checked once, not again below)
+            advance(t)
+            pop(heap)
             self.events_processed += 1
-            events: list[Event] = fire(item)  # (a fresh list: `_fire` builds one per call)
+            if item[2] != "report" or on_report is None:  # (a time that starts with another event: returned)
+                events: list[Event] = fire(item)
+                while heap and heap[0][0] == t:
+                    item = pop(heap)
+                    if not stale(item):
+                        self.events_processed += 1
+                        events.extend(fire(item))
+                if events:
+                    return events
+                continue
+            due = on_report(progress(item[3], t))
+            events = []
             while heap and heap[0][0] == t:
                 item = pop(heap)
-                if not stale(item):
-                    self.events_processed += 1
+                if stale(item):
+                    continue
+                self.events_processed += 1
+                if item[2] == "report" and not events:
+                    due = on_report(progress(item[3], t)) or due
+                else:
                     events.extend(fire(item))
-            if events:
+            if events or due:
                 return events
+            deadline = None if interval is None else t + interval  # (the caller's next timeout, from now)
         if deadline is not None:
-            self.clock.advance_to(max(deadline, self.clock.now()))
+            advance(max(deadline, self.clock.now()))
         return []
 
     def _wait_round(self, timeout: float | None, period: float) -> list[Event]:
@@ -345,15 +376,19 @@ class SimEngine:
             job.run_base = job.done - rate * (now - job.run_start)
         job.rate = rate
 
+    def _progress(self, key: str, now: float) -> Report:
+        """A "report" entry fired: the job's progress brought up to `now`, its next entry pushed, its report."""
+        job = self._jobs[key]
+        self._advance(job, now)
+        if job.run is not None and job.done >= job.run.until - 1e-9 * job.truth.total_steps:  # an epoch ended
+            self._set_rate(job, now)
+        self._schedule_next(key, job, now)
+        return self._report(key, job, now)
+
     def _fire(self, item: _Item) -> list[Event]:
         now, _, kind, key, _ = item
         if kind == "report":  # (most events: asked first)
-            job = self._jobs[key]
-            self._advance(job, now)
-            if job.run is not None and job.done >= job.run.until - 1e-9 * job.truth.total_steps:  # an epoch ended
-                self._set_rate(job, now)
-            self._schedule_next(key, job, now)
-            return [self._report(key, job, now)]
+            return [self._progress(key, now)]
         if kind == "arrive":
             return [JobArrived(now, key, self._jobs[key].spec)]
         if kind == "node_lost":
