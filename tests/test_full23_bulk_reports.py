@@ -11,7 +11,7 @@ every record (state, history, step, progress, decisions) and the engine's event 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,9 @@ from tests.test_once_per_snapshot import _ps
 
 from trainmaster.controller.loop import Controller
 from trainmaster.controller.records import JobRecord
+from trainmaster.core.allocation import EMPTY
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.events import Event, JobArrived, Report
+from trainmaster.core.events import Event, JobArrived, Report, progress_report
 from trainmaster.core.job import simple_job
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
 from trainmaster.policies.registry import make_policy
@@ -219,3 +220,13 @@ def test_wait_reports_hands_reports_in_order_and_returns_the_rest() -> None:
     assert [(type(e), e.time) for e in got] == [(JobArrived, 180.0), (Report, 180.0)]
     assert [(type(e), e.time) for e in engine.wait(None)] == [(Report, 240.0)]
     assert [r.time for r in handed] == [60.0, 120.0]  # (none since the arrival before it, none by `wait`)
+
+
+def test_progress_report_is_the_reports_init() -> None:
+    """`progress_report` sets every field of `Report` (a field added to `Report` must be named there too)."""
+    alloc = EMPTY
+    fast = progress_report(3.0, "j", 7, 0.5, 2.0, alloc, 64, 1.5, 0.25)
+    assert fast == Report(time=3.0, job_id="j", step=7, loss=0.5, steps_per_s=2.0, allocation=alloc, batch=64,
+                          grad_sqr=1.5, grad_var=0.25)
+    assert list(vars(fast)) == [f.name for f in fields(Report)]
+    assert progress_report(1.0, "k", 2, None, None, None) == Report(1.0, "k", 2)

@@ -126,7 +126,7 @@ class Controller:
         self._dirty = True
         # The engine's bulk wait for quiet reports (`BulkReports`: the sim's), else None; `bulk_reports = False`
         # returns to `step` after every event (the reference).
-        self._bulk = engine.wait_reports if isinstance(engine, BulkReports) else None
+        self._bulk = engine.wait_reports if isinstance(engine, BulkReports) and engine.hands_reports else None
         self.bulk_reports = True
         self.checkpointing = CheckpointTuner(self.cluster, self.clock.now())  # Young/Daly for open intervals
         if policy.uses_models:  # model-driven policies (optimus) learn online from reports

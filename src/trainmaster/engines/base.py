@@ -94,6 +94,11 @@ class Engine(Protocol):
 class BulkReports(Protocol):
     """An engine that can hand a run of quiet progress reports to the controller without returning (the sim)."""
 
+    @property
+    def hands_reports(self) -> bool:
+        """Whether `wait_reports` may hand reports over (else a caller uses `wait`)."""
+        ...
+
     def wait_reports(self, timeout: float | None, interval: float | None,
                      on_report: Callable[[Report], bool] | None) -> list[Event]:
         """`wait`, with each time whose events are all reports handed to `on_report` (True: a decision is due,

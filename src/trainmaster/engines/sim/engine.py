@@ -33,6 +33,7 @@ from trainmaster.core.events import (
     NodeLost,
     Report,
     RevocationNotice,
+    progress_report,
 )
 from trainmaster.core.job import JobSpec
 from trainmaster.core.market import Market
@@ -180,6 +181,12 @@ class SimEngine:
 
     def wait(self, timeout: float | None) -> list[Event]:
         return self.wait_reports(timeout, None, None)
+
+    @property
+    def hands_reports(self) -> bool:
+        """Whether a caller may take `wait_reports`' bulk path: not where a subclass overrides `wait` to see
+        every event it returns (a recording engine in tests)."""
+        return type(self).wait is SimEngine.wait
 
     def wait_reports(self, timeout: float | None, interval: float | None,
                      on_report: Callable[[Report], bool] | None) -> list[Event]:
@@ -356,13 +363,11 @@ class SimEngine:
             loss *= max(0.0, 1.0 + self._rng.gauss(0.0, self.config.loss_noise))
         run = job.run
         if run is None:
-            return Report(
-                time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed, allocation=job.allocation
-            )
+            return progress_report(now, job_id, int(job.done), loss, speed, job.allocation)
         # At a chosen batch the job reports optimizer steps/s at it; progress stays in base-batch steps.
         speed = run.steps_per_s * (speed / job.rate if job.rate > 0 else 1.0)
-        return Report(time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed,
-                      allocation=job.allocation, batch=run.batch, grad_sqr=run.grad_sqr, grad_var=run.grad_var)
+        return progress_report(now, job_id, int(job.done), loss, speed, job.allocation, run.batch, run.grad_sqr,
+                               run.grad_var)
 
     def _set_rate(self, job: _SimJob, now: float) -> None:
         """The job's speed on its allocation, at its chosen batch where its truth models batches."""
