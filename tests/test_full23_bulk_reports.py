@@ -207,19 +207,30 @@ def test_wait_reports_hands_reports_in_order_and_returns_the_rest() -> None:
     handed: list[Report] = []
 
     def on_report(report: Report) -> bool:
-        if not handed:  # (the report at 120 s is in the heap now: an arrival after it at 120 s, before it at 180 s)
+        if not handed:  # (the report at 120 s is in the heap now: after it at 120 s an arrival, then a report)
             engine._push(120.0, "arrive", "j0")
-            engine._push(180.0, "arrive", "j0")
+            engine._push(120.0, "report", "j0", engine._jobs["j0"].version)
         handed.append(report)
         return False
 
     got = engine.wait_reports(None, None, on_report)
     assert [r.time for r in handed] == [60.0, 120.0]
-    assert [(type(e), e.time) for e in got] == [(JobArrived, 120.0)]
-    got = engine.wait_reports(None, None, on_report)
-    assert [(type(e), e.time) for e in got] == [(JobArrived, 180.0), (Report, 180.0)]
-    assert [(type(e), e.time) for e in engine.wait(None)] == [(Report, 240.0)]
-    assert [r.time for r in handed] == [60.0, 120.0]  # (none since the arrival before it, none by `wait`)
+    assert [(type(e), e.time) for e in got] == [(JobArrived, 120.0), (Report, 120.0)]
+    assert [(type(e), e.time) for e in engine.wait(None)] == [(Report, 180.0), (Report, 180.0)]
+    assert [r.time for r in handed] == [60.0, 120.0]  # (none after the arrival at its instant, none by `wait`)
+
+
+def test_an_engine_that_overrides_wait_sees_every_event() -> None:
+    """A subclass that overrides `wait` (a recording engine) gets no bulk path: the controller calls its `wait`."""
+    class Recording(SimEngine):
+        def wait(self, timeout: float | None) -> list[Event]:
+            return super().wait(timeout)
+
+    plain = SimEngine(parse_shorthand("1x8"), _line(1, 0.0, 100.0), SimConfig(report_interval=60.0))
+    recording = Recording(parse_shorthand("1x8"), _line(1, 0.0, 100.0), SimConfig(report_interval=60.0))
+    assert plain.hands_reports and not recording.hands_reports
+    assert Controller(plain, make_policy("fifo"))._bulk is not None
+    assert Controller(recording, make_policy("fifo"))._bulk is None
 
 
 def test_progress_report_is_the_reports_init() -> None:
