@@ -120,7 +120,9 @@ class Learning:
             if book.observe(record.id, spec, report, record.allocation, gpu_type, self._type_moving):
                 models[record.id] = self._built(record.id, spec)  # (see `observe`)
             else:
-                book.learners[record.id].loss_curve()  # (refits follow each report's point count, as if built)
+                learner = book.learners[record.id]
+                if learner.steps:  # (refits follow each report's point count, as if built; none without points)
+                    learner.loss_curve()
                 unpublished = self._unpublished.get(job_type)  # (`_type_moving` may have built and dropped them)
                 if unpublished is None:
                     unpublished = self._unpublished[job_type] = {}

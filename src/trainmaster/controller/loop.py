@@ -39,7 +39,7 @@ from trainmaster.core.job import JobSpec
 from trainmaster.core.queue import QueueSpec
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
-from trainmaster.engines.base import Engine
+from trainmaster.engines.base import BulkReports, Engine
 from trainmaster.models.book import JobModel
 from trainmaster.policies.snapshot import Behind, JobView, Lined, PendingIds, Plan, Policy, Snapshot, Tail
 
@@ -124,6 +124,10 @@ class Controller:
         for node in self.cluster.nodes:
             self.cost.node_joined(node, self.clock.now())
         self._dirty = True
+        # The engine's bulk wait for quiet reports (`BulkReports`: the sim's), else None; `bulk_reports = False`
+        # returns to `step` after every event (the reference).
+        self._bulk = engine.wait_reports if isinstance(engine, BulkReports) and engine.hands_reports else None
+        self.bulk_reports = True
         self.checkpointing = CheckpointTuner(self.cluster, self.clock.now())  # Young/Daly for open intervals
         if policy.uses_models:  # model-driven policies (optimus) learn online from reports
             attach_learning(self)
@@ -218,9 +222,18 @@ class Controller:
         if woken:  # next idle check: a decision is due then even if nothing else happens
             until = max(0.0, min(woken) - self.clock.now())
             timeout = until if timeout is None else min(timeout, until)
-        events = self.engine.wait(timeout)
-        if not events and timeout is None and self.engine.idle():
-            return False
+        bulk = self._bulk if self.bulk_reports and max_wait is None else None
+        if bulk is not None and not (self.parked or self.wakers or self._dirty):
+            # Quiet reports in bulk: each time of reports alone is handled inside the wait (`_report`), which
+            # goes on to `now + interval` as the next call's would -- nothing above moves on a quiet event
+            # (not `last_plan`, `live`, `parked`, `wakers`). A report that makes a decision due ends it.
+            events = bulk(timeout, interval, self._report)
+            if not events and timeout is None and not self._dirty and self.engine.idle():
+                return False
+        else:
+            events = self.engine.wait(timeout)
+            if not events and timeout is None and self.engine.idle():
+                return False
         for event in events:
             self.handle(event)
         if self.parked:
@@ -508,14 +521,17 @@ class Controller:
                     self._capacity_changed(t)
                     self._dirty = True
 
-    def _report(self, report: Report) -> None:
-        """A live job's progress: its record, the report sinks, the listeners (no decision is due for it)."""
+    def _report(self, report: Report) -> bool:
+        """A live job's progress: its record, the report sinks, the listeners (no decision is due for it).
+        Answers whether a decision is due now all the same (a sink or listener made one: the bulk wait's stop)."""
         record = self.live.get(report.job_id)
         if record:
             record.progressed(report.step, report.loss, report.steps_per_s)
             for sink in self.report_sinks:
                 sink(report, record)
-            self._emit("report", record)  # (a quiet event: no decision is due for it)
+            for listener in self.listeners:  # (`_emit`'s, without its `_dirty` update: a report is quiet)
+                listener("report", record)
+        return self._dirty
 
     def _task_failed(self, jid: str, t: float, msg: str) -> None:
         """A task died: the gang is broken. Stop it, then restart from the checkpoint after a backoff."""

@@ -27,9 +27,13 @@ class JobRunning:
     allocation: Allocation
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Report:
-    """Progress a running job sends: what `train.report` carries."""
+    """Progress a running job sends: what `train.report` carries.
+
+    Without slots (its fields in the instance `__dict__`): `progress_report` builds one without the frozen
+    init's `object.__setattr__` per field -- the simulator sends millions.
+    """
 
     time: float
     job_id: str
@@ -42,6 +46,18 @@ class Report:
     batch: int | None = None  # global batch the job ran these steps at (batch-size adaptation)
     grad_sqr: float | None = None  # squared norm of the gradient (goodput: the noise scale's signal)
     grad_var: float | None = None  # its variance at the job's base batch (the noise)
+
+
+def progress_report(time: float, job_id: str, step: int, loss: float | None, steps_per_s: float | None,
+                    allocation: Allocation | None, batch: int | None = None, grad_sqr: float | None = None,
+                    grad_var: float | None = None) -> Report:
+    """`Report(...)` with these fields (the others None), set in one `__dict__` update: the one place that
+    relies on `Report` having no slots; it must name every field (`tests/test_full23_bulk_reports.py` checks)."""
+    report = object.__new__(Report)
+    report.__dict__.update(time=time, job_id=job_id, step=step, loss=loss, samples_per_s=None,
+                           steps_per_s=steps_per_s, allocation=allocation, epoch=None, batch=batch,
+                           grad_sqr=grad_sqr, grad_var=grad_var)
+    return report
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from trainmaster.core.actions import Action
 from trainmaster.core.clock import Clock
 from trainmaster.core.cluster import Cluster
-from trainmaster.core.events import Event
+from trainmaster.core.events import Event, Report
 from trainmaster.core.node import Node
 
 
@@ -87,4 +87,20 @@ class Engine(Protocol):
         memory wherever the task ran (`engines.task_logs`). `tail=N` starts at the last N lines; `follow` polls
         every `poll` seconds until `done()` holds (default: the engine holds no task of the job). Safe to call
         from a thread other than the controller's."""
+        ...
+
+
+@runtime_checkable
+class BulkReports(Protocol):
+    """An engine that can hand a run of quiet progress reports to the controller without returning (the sim)."""
+
+    @property
+    def hands_reports(self) -> bool:
+        """Whether `wait_reports` may hand reports over (else a caller uses `wait`)."""
+        ...
+
+    def wait_reports(self, timeout: float | None, interval: float | None,
+                     on_report: Callable[[Report], bool] | None) -> list[Event]:
+        """`wait`, with each time whose events are all reports handed to `on_report` (True: a decision is due,
+        stop after this time) and the wait going on until `t + interval` from it (None: no deadline)."""
         ...

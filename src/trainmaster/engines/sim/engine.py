@@ -33,6 +33,7 @@ from trainmaster.core.events import (
     NodeLost,
     Report,
     RevocationNotice,
+    progress_report,
 )
 from trainmaster.core.job import JobSpec
 from trainmaster.core.market import Market
@@ -179,9 +180,30 @@ class SimEngine:
             self._push(now + delay, "ready", action.job_id, job.version)
 
     def wait(self, timeout: float | None) -> list[Event]:
+        return self.wait_reports(timeout, None, None)
+
+    @property
+    def hands_reports(self) -> bool:
+        """Whether a caller may take `wait_reports`' bulk path: not where a subclass overrides `wait` to see
+        every event it returns (a recording engine in tests)."""
+        return type(self).wait is SimEngine.wait
+
+    def wait_reports(self, timeout: float | None, interval: float | None,
+                     on_report: Callable[[Report], bool] | None) -> list[Event]:
+        """`wait`, with the times whose events are all progress reports handed to `on_report` in bulk.
+
+        Each such report goes to `on_report` as it fires, and the wait goes on, its deadline re-derived
+        from that time as the caller's next `wait` would have it: `t + interval` (None: no deadline). The
+        caller guarantees that a time of reports alone changes nothing its timeout is made of, unless
+        `on_report` answers True (a decision is due): the wait then ends after that time's other events.
+        Events at one time after a non-report one (an arrival, a finish) are returned as `wait` returns
+        them, in order, to be handled in order. Without `on_report`, or with rounds (`SimConfig.round`), this
+        is plain `wait`: every time's events are returned.
+        """
         if self.config.round:
             return self._wait_round(timeout, self.config.round)
-        heap, pop, fire, stale = self._heap, heapq.heappop, self._fire, self._stale
+        heap, pop, fire, stale, progress = self._heap, heapq.heappop, self._fire, self._stale, self._progress
+        advance = self.clock.advance_to
         deadline = None if timeout is None else self.clock.now() + timeout
         while heap:
             item = heap[0]
@@ -191,19 +213,35 @@ class SimEngine:
             if stale(item):
                 pop(heap)
                 continue
-            self.clock.advance_to(t)
-            pop(heap)  # (`item`: checked once, not again below)
+            advance(t)
+            pop(heap)
             self.events_processed += 1
-            events: list[Event] = fire(item)  # (a fresh list: `_fire` builds one per call)
+            if item[2] != "report" or on_report is None:  # (a time that starts with another event: returned)
+                events: list[Event] = fire(item)
+                while heap and heap[0][0] == t:
+                    item = pop(heap)
+                    if not stale(item):
+                        self.events_processed += 1
+                        events.extend(fire(item))
+                if events:
+                    return events
+                continue
+            due = on_report(progress(item[3], t))
+            events = []
             while heap and heap[0][0] == t:
                 item = pop(heap)
-                if not stale(item):
-                    self.events_processed += 1
+                if stale(item):
+                    continue
+                self.events_processed += 1
+                if item[2] == "report" and not events:
+                    due = on_report(progress(item[3], t)) or due
+                else:
                     events.extend(fire(item))
-            if events:
+            if events or due:
                 return events
+            deadline = None if interval is None else t + interval  # (the caller's next timeout, from now)
         if deadline is not None:
-            self.clock.advance_to(max(deadline, self.clock.now()))
+            advance(max(deadline, self.clock.now()))
         return []
 
     def _wait_round(self, timeout: float | None, period: float) -> list[Event]:
@@ -325,13 +363,11 @@ class SimEngine:
             loss *= max(0.0, 1.0 + self._rng.gauss(0.0, self.config.loss_noise))
         run = job.run
         if run is None:
-            return Report(
-                time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed, allocation=job.allocation
-            )
+            return progress_report(now, job_id, int(job.done), loss, speed, job.allocation)
         # At a chosen batch the job reports optimizer steps/s at it; progress stays in base-batch steps.
         speed = run.steps_per_s * (speed / job.rate if job.rate > 0 else 1.0)
-        return Report(time=now, job_id=job_id, step=int(job.done), loss=loss, steps_per_s=speed,
-                      allocation=job.allocation, batch=run.batch, grad_sqr=run.grad_sqr, grad_var=run.grad_var)
+        return progress_report(now, job_id, int(job.done), loss, speed, job.allocation, run.batch, run.grad_sqr,
+                               run.grad_var)
 
     def _set_rate(self, job: _SimJob, now: float) -> None:
         """The job's speed on its allocation, at its chosen batch where its truth models batches."""
@@ -345,15 +381,19 @@ class SimEngine:
             job.run_base = job.done - rate * (now - job.run_start)
         job.rate = rate
 
+    def _progress(self, key: str, now: float) -> Report:
+        """A "report" entry fired: the job's progress brought up to `now`, its next entry pushed, its report."""
+        job = self._jobs[key]
+        self._advance(job, now)
+        if job.run is not None and job.done >= job.run.until - 1e-9 * job.truth.total_steps:  # an epoch ended
+            self._set_rate(job, now)
+        self._schedule_next(key, job, now)
+        return self._report(key, job, now)
+
     def _fire(self, item: _Item) -> list[Event]:
         now, _, kind, key, _ = item
         if kind == "report":  # (most events: asked first)
-            job = self._jobs[key]
-            self._advance(job, now)
-            if job.run is not None and job.done >= job.run.until - 1e-9 * job.truth.total_steps:  # an epoch ended
-                self._set_rate(job, now)
-            self._schedule_next(key, job, now)
-            return [self._report(key, job, now)]
+            return [self._progress(key, now)]
         if kind == "arrive":
             return [JobArrived(now, key, self._jobs[key].spec)]
         if kind == "node_lost":
