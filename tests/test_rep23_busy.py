@@ -99,6 +99,40 @@ def test_lean_start_leaves_what_find_then_assign_leaves(given_need: bool) -> Non
     assert lean_taken > 300  # (the lean path was the one taken)
 
 
+def test_lean_release_leaves_what_set_leaves() -> None:
+    """On 150 random workspaces, after the starts: releases (in and out of a trial, which is then discarded) of
+    running and started jobs, with the per-node memo at hand or not, leave what `_set(job, None)` leaves (free
+    capacity, total, fit index, entries in order, undo, `_grown`) and hand back the same allocation."""
+    rng = random.Random(231)
+    lean_taken = 0
+    for _ in range(150):
+        snap, todo = _random_case(rng)
+        views = list(snap.jobs.values())
+        order = rng.sample(views, len(views))
+        warm = {v.id for v in views if rng.random() < 0.7}
+        in_trial = rng.random() < 0.5
+        results = []
+        for lean in (True, False):
+            for v in views:  # (the memo a victim's class sums leave; each side alike)
+                object.__setattr__(v.allocation, "_memo", None)
+                if v.id in warm and v.allocation.tasks:
+                    v.allocation.per_node(v.spec)
+            ws = Workspace(snap)
+            ws.lean_start = lean
+            _start_all(ws, todo, False)
+            trial = ws.trial() if in_trial else None
+            steps = []
+            for v in order:
+                memo = ws.allocations.get(v.id) and ws.allocations[v.id]._memo
+                lean_taken += bool(lean and memo and memo[0] is v.spec and memo[1] is not None and len(memo[1]) == 1)
+                steps.append((v.id, ws.release(v), _state(ws)))
+            if trial is not None:
+                trial.discard()
+            results.append((steps, _state(ws)))
+        assert results[0] == results[1]
+    assert lean_taken > 300
+
+
 def test_lean_start_in_a_trial_is_undone_alike() -> None:
     """A start inside a trial records (job, None) as `_set` does: discarding it gives the workspace back as it was,
     the free total, the fit index and the entries alike."""

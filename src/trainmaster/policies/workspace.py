@@ -373,7 +373,8 @@ class Workspace:
     # dropped, and the result's per-node memo filled (False: `_spread`'s placements for every gang, the reference).
     lean_spread = True
     # `start`'s common case by `_start_lean` (one frame: the search, the one-node allocation and the take), not
-    # `find` then `_set` (False: the reference). Exact: the same free capacity, total, index, entries and memos.
+    # `find` then `_set`, and `release` of a one-node allocation in one frame, not `_set` (False: the references).
+    # Exact: the same free capacity, total, index, entries, undo and memos.
     lean_start = True
 
     def __init__(self, snap: Snapshot, *, empty: bool = False, memo: ClusterMemo | None = None,
@@ -677,10 +678,32 @@ class Workspace:
         return True
 
     def release(self, job: JobView) -> Allocation | None:
-        """Take back what `job` holds here; what it held."""
+        """Take back what `job` holds here; what it held.
+
+        With `lean_start`, an allocation on one node whose per-node memo for the job's spec is at hand (a
+        preemption victim: its class' room summed it) is given back here, `_set` then `_take_lean` written as one
+        frame (the entry, the undo, the give-back by integers, the index move, the book); else `_set`."""
         old = self.allocations.get(job.id)
-        if old is not None:
+        if old is None:
+            return None
+        memo = old._memo
+        per_node = memo[1] if memo is not None and memo[0] is job.spec else None
+        if not (self.lean_start and per_node is not None and len(per_node) == 1 and self._class_fit is None):
             self._set(job, None)
+            return old
+        del self.allocations[job.id]
+        if self._trials:
+            self._trials[-1].undo.append((job, old))
+        (node,) = per_node
+        res, free, total = per_node[node], self.free, self.total_free
+        room = free[node]
+        free[node] = resources_of(room.cpu + res.cpu, room.memory + res.memory, room.gpu + res.gpu)
+        self.total_free = resources_of(total.cpu + res.cpu, total.memory + res.memory, total.gpu + res.gpu)
+        self._grown += 1
+        if self._fit is not None:
+            self._fit.update(node)
+        if self._book is not None:
+            self._book.swap(job, old, None)
         return old
 
     def fits(self, job: JobView, alloc: Allocation) -> bool:
