@@ -133,6 +133,18 @@ def test_lean_release_leaves_what_set_leaves() -> None:
     assert lean_taken > 300
 
 
+def test_lean_release_reads_no_memo_of_another_spec() -> None:
+    """An allocation whose memo was filled for another spec (2-GPU tasks) gives back what its job's own tasks
+    take, as `_set` does (the memo is read only for the job's very spec)."""
+    snap = snapshot(cluster(2, 4), running("r", 2, on="n0"), pending("x", 1))
+    r = snap.jobs["r"]
+    other = job("o", 1, per_task=Resources(cpu=1000, memory=2**30, gpu=2))
+    assert r.allocation.per_node(other)["n0"].gpu == 4
+    ws = Workspace(snap)
+    assert ws.release(r) == r.allocation
+    assert ws.free["n0"] == snap.cluster.node("n0").capacity and ws.total_free == snap.cluster.total
+
+
 def test_lean_start_in_a_trial_is_undone_alike() -> None:
     """A start inside a trial records (job, None) as `_set` does: discarding it gives the workspace back as it was,
     the free total, the fit index and the entries alike."""
