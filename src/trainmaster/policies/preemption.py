@@ -413,13 +413,12 @@ class QueueRules(VictimRule):
 def _place(rule: VictimRule, ws: Workspace, job: JobView, want: Mapping[Role, int],
            need: Resources | None = None) -> bool:
     """Place `job`'s gang of `want` as things stand now; `need`: its `demand`, where known."""
-    if rule.quota_aware:
+    # (Without queue definitions, for a job holding nothing here and running nowhere, `try_place` is `ws.start`:
+    # called straight, a frame per claimant placed spared; an entry here, even an empty one, goes through it.)
+    if rule.quota_aware and (ws.queued or job.allocation.tasks or job.id in ws.allocations):
         result = try_place(ws, job, want, need)
         return result is not None and not isinstance(result, str)
-    alloc = ws.find(job, want, need=need)
-    if alloc is not None:
-        ws.assign(job, alloc)
-    return alloc is not None
+    return ws.start(job, want, need) is not None
 
 
 def _evict_for(rule: VictimRule, ws: Workspace, claimant: JobView, key: GangKey | None,

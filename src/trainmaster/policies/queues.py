@@ -38,10 +38,7 @@ def try_place(ws: Workspace, job: JobView, counts: Mapping[Role, int],
     if not queues and (held is None or not held.tasks) and not job.allocation.tasks:
         # (no quota, nothing held, nowhere it runs now: `choose` is `find`, whose first step is the fit test
         # below: one `demand` and one test per placement, not two; a busy LAS pass places thousands this way)
-        alloc = ws.find(job, counts, need=need)
-        if alloc is not None:
-            ws.assign(job, alloc)
-        return alloc
+        return ws.start(job, counts, need)
     if need is None:
         need = demand(job.spec, counts)
     mine = held.resources(job.spec) if held else None  # (None: it holds nothing here, no zero added on)

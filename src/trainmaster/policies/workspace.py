@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from operator import attrgetter, is_not, not_
 from types import MappingProxyType
-from typing import TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 from trainmaster.core.allocation import Allocation, Placement, Runs, on_node, on_nodes
 from trainmaster.core.cluster import Cluster
@@ -47,6 +47,7 @@ _V = TypeVar("_V")
 _ZERO = Resources()
 _TASKS, _GPU = attrgetter("tasks"), attrgetter("gpu")
 _NOTHING: Mapping[str, Resources] = MappingProxyType({})  # what a job holding nothing holds per node
+_SET_MEMO = object.__setattr__  # an allocation's memo attribute (`Allocation.remember`: frozen, set directly)
 
 
 def eligible(node: Node, spec: JobSpec) -> bool:
@@ -226,7 +227,8 @@ class _FitIndex:
         r = self.free.get(name)
         if old is None or r is None:
             return
-        new = _fit_key(r.gpu, r.cpu, old & _POSITION_MASK)
+        # (`_fit_key(r.gpu, r.cpu, position)` written out: a frame per move spared, one move per start.)
+        new = (r.gpu << _GPU_BITS) + (r.cpu << _POSITION_BITS) + (old & _POSITION_MASK)
         if new == old:
             return
         order = self.order
@@ -240,7 +242,8 @@ class _FitIndex:
         order, free, names = self.order, self.free, self.names
         # By position, not `islice(order, start, None)`: islice steps over the `start` entries before it one by
         # one, and on a busy cluster most nodes sort there (no free GPU): ~900 steps per search at 1,000 nodes.
-        for k in range(bisect.bisect_left(order, _fit_key(dg, dc, 0)), len(order)):
+        # (`_fit_key(dg, dc, 0)` written out: a frame per search spared.)
+        for k in range(bisect.bisect_left(order, (dg << _GPU_BITS) + (dc << _POSITION_BITS)), len(order)):
             name = names[order[k] & _POSITION_MASK]
             r = free[name]
             if r.gpu >= dg and r.cpu >= dc and r.memory >= dm and name in allowed:
@@ -369,6 +372,10 @@ class Workspace:
     # equal, so the greedy fill and the even spread are counts per node (integers), no placement built to be
     # dropped, and the result's per-node memo filled (False: `_spread`'s placements for every gang, the reference).
     lean_spread = True
+    # `start`'s common case by `_start_lean` (one frame: the search, the one-node allocation and the take), not
+    # `find` then `_set`, and `release` of a one-node allocation in one frame, not `_set` (False: the references).
+    # Exact: the same free capacity, total, index, entries, undo and memos.
+    lean_start = True
 
     def __init__(self, snap: Snapshot, *, empty: bool = False, memo: ClusterMemo | None = None,
                  scoring: Scoring = TIGHTEST) -> None:
@@ -573,6 +580,68 @@ class Workspace:
     # a method calling it: a frame per start spared (thousands per busy decision).
     assign = _set
 
+    def start(self, job: JobView, counts: Mapping[Role, int], need: Resources | None = None) -> Allocation | None:
+        """`find`, then `assign` where it found room; what was assigned (None: no room, nothing changed). The one
+        copy of the start without quotas (`queues.try_place` without queue definitions, a preemption claimant
+        outside quotas); `need` as `find`'s.
+
+        With `lean_start`, the common start -- a one-role gang of a job holding nothing here, tightest fit, the
+        fit index in use, one node holding it all -- is `_start_lean`: one frame for the search and the take."""
+        if (self.lean_start and len(counts) == 1 and self._scans and self.scoring is TIGHTEST
+                and self._class_fit is None and job.id not in self.allocations):
+            found = self._start_lean(job, counts, need)
+            if found is not False:
+                return found
+        alloc = self.find(job, counts, need=need)
+        if alloc is not None:
+            self._set(job, alloc)
+        return alloc
+
+    def _start_lean(self, job: JobView, counts: Mapping[Role, int], need: Resources | None
+                    ) -> Allocation | Literal[False] | None:
+        """`find` then `_set` (`_take_lean`) of a one-role gang of a job holding nothing here, no node preferred,
+        tightest fit, the fit index in use (`start`'s test), written as one frame: the fit test, the misfit memo,
+        the fit index' search, the one-node allocation with its memos, the take by integers and the index move.
+        False, with nothing changed, where that path is not `find`'s (no task, anchors, no one node holds
+        the gang): `start` then asks `find`. The reference: `lean_start` False."""
+        spec = job.spec
+        (role,) = counts
+        n = counts[role]
+        task = spec.roles[role].resources
+        if need is None:
+            need = task if n == 1 else task * n  # (`demand` of one role)
+        total = self.total_free
+        dg, dc, dm = need.gpu, need.cpu, need.memory
+        if not (dg <= total.gpu and dc <= total.cpu and dm <= total.memory):
+            return None  # (`find`'s first test)
+        if n == 0 or (n > 1 and anchored(spec, self.memo, counts)):
+            return False
+        pool = self.memo.pool(spec)
+        misfit = (pool, role, task.cpu, task.memory, task.gpu, n)  # (`find`'s key)
+        if self._misfits.get(misfit) == self._grown:
+            return None
+        own = self.free
+        fit = self._fit
+        if fit is None or fit.free is not own:
+            fit = self._fit = _FitIndex(own, (node.name for node in self.snap.cluster.nodes))
+        single = fit.tightest(need, pool.allowed)
+        if single is None:  # (a spread, or no room: `find`'s rest, the search asked again there)
+            return False
+        alloc = on_node(role, single, n, self.memo.runs)
+        _SET_MEMO(alloc, "_memo", [spec, {single: need}, need, dg])  # (`remember`)
+        # `_set` of a job holding nothing: the take of one node (`_take_lean`), then the entry.
+        if self._trials:
+            self._trials[-1].undo.append((job, None))
+        room = own[single]
+        own[single] = resources_of(room.cpu - dc, room.memory - dm, room.gpu - dg)
+        self.total_free = resources_of(total.cpu - dc, total.memory - dm, total.gpu - dg)
+        fit.update(single)
+        self.allocations[job.id] = alloc
+        self._assigned.add(job.id)
+        if self._book is not None:
+            self._book.swap(job, None, alloc)
+        return alloc
+
     def assign_held(self, jobs: Sequence[JobView]) -> bool:
         """`assign` each of `jobs` (active jobs) its current allocation, in order, all at once; False, with
         nothing changed, where this cannot be shown equal to doing it one by one (then do that).
@@ -609,10 +678,32 @@ class Workspace:
         return True
 
     def release(self, job: JobView) -> Allocation | None:
-        """Take back what `job` holds here; what it held."""
+        """Take back what `job` holds here; what it held.
+
+        With `lean_start`, an allocation on one node whose per-node memo for the job's spec is at hand (a
+        preemption victim: its class' room summed it) is given back here, `_set` then `_take_lean` written as one
+        frame (the entry, the undo, the give-back by integers, the index move, the book); else `_set`."""
         old = self.allocations.get(job.id)
-        if old is not None:
+        if old is None:
+            return None
+        memo = old._memo
+        per_node = memo[1] if memo is not None and memo[0] is job.spec else None
+        if not (self.lean_start and per_node is not None and len(per_node) == 1 and self._class_fit is None):
             self._set(job, None)
+            return old
+        del self.allocations[job.id]
+        if self._trials:
+            self._trials[-1].undo.append((job, old))
+        (node,) = per_node
+        res, free, total = per_node[node], self.free, self.total_free
+        room = free[node]
+        free[node] = resources_of(room.cpu + res.cpu, room.memory + res.memory, room.gpu + res.gpu)
+        self.total_free = resources_of(total.cpu + res.cpu, total.memory + res.memory, total.gpu + res.gpu)
+        self._grown += 1
+        if self._fit is not None:
+            self._fit.update(node)
+        if self._book is not None:
+            self._book.swap(job, old, None)
         return old
 
     def fits(self, job: JobView, alloc: Allocation) -> bool:
