@@ -24,7 +24,6 @@ from types import MappingProxyType
 from typing import ClassVar
 
 from trainmaster.core.job import JobSpec, Role, TransientUse
-from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.policies.objectives import apply_objectives
 from trainmaster.policies.pending import PendingLine
@@ -142,16 +141,17 @@ class KeptSizes:
         pending = snap.pending_ids
         assert isinstance(pending, PendingIds) and pending.changed is not None
         live, views, kept = snap.jobs, self.views, self.sizes
-        moved = pending.changed | pending.joined
-        gone = [jid for jid in moved if jid not in live]
-        for jid in gone:
-            out.pop(jid, None)
-        fresh = [job for job in map(live.get, moved) if job is not None and views.get(job.id) is not job]
+        moved = list(pending.changed | pending.joined)  # (a few per decision)
+        here = list(filter(live.__contains__, moved))
+        if len(here) < len(moved):
+            for jid in moved:
+                if jid not in live:
+                    out.pop(jid, None)
+        fresh = [job for job in map(live.__getitem__, here) if views.get(job.id) is not job]
         if fresh:
             kept.update(current_or_min(snap, fresh, ws))
             views.update(zip(map(_ID, fresh), fresh, strict=True))
-        out.update(zip(moved, map(kept.__getitem__, moved)) if not gone else
-                   ((jid, kept[jid]) for jid in moved if jid in live))
+        out.update(zip(here, map(kept.__getitem__, here), strict=True))
         if len(out) != len(live):  # (jobs that finished or left: not journaled)
             for jid in out.keys() - live.keys():
                 del out[jid]
@@ -254,7 +254,10 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
               ws: Workspace) -> list[JobView]:
         blocked: list[JobView] = []
         head: JobView | None = None
-        failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
+        # gang -> its wait, for the gangs that did not fit since free capacity last moved (emptied at each
+        # placement: only a placement moves it in this loop, and a miss with nothing placed since would miss)
+        failed: dict[GangKey, Wait] = {}
+        waits = ws.waits  # (the workspace never rebinds its waits here)
         mixed = skip_misfits and ws.memo.traits.mixed
         allocations, wanted = ws.allocations, sizes.get  # (the workspace never rebinds its allocations)
         kept = KeptGangs.kept
@@ -290,8 +293,8 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                 key = pair[1]
             if key is not None:
                 seen = failed.get(key)
-                if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)
-                    ws.waits[jid] = seen[1]
+                if seen is not None:  # (nothing placed since it failed)
+                    waits[jid] = seen
                     blocked.append(job)
                     keyed(key)
                     continue
@@ -301,11 +304,13 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                     continue
                 ws.block_for_room(job, want)
                 if key is not None:
-                    failed[key] = (ws.total_free, ws.waits[jid])
+                    failed[key] = waits[jid]
                 blocked.append(job)
                 keyed(key)
                 if strict and head is None:
                     head = job
+            elif failed:  # free capacity moved: a gang that did not fit may now
+                failed.clear()
         if lined:
             ws.blocked_line = (blocked, line)
         return blocked

@@ -171,7 +171,7 @@ class TiresiasOrder:
             journal = self._journal(snap) if self.follow and not self.partial else None
             visit = self._changed(snap, lazy, journal)
             if journal is not None:  # (the journaled views alone: every other one is the one kept)
-                self.views.update(zip(journal, map(jobs.__getitem__, journal)))
+                self.views.update(zip(journal, map(jobs.__getitem__, journal), strict=True))
             else:
                 self.views = copy_mapping(jobs) if not self.partial else {**self.views, **jobs}
             if not self.partial:
