@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import ClassVar
 
 from trainmaster.core.job import JobSpec, Role, TransientUse
+from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
 from trainmaster.policies.objectives import apply_objectives
 from trainmaster.policies.pending import PendingLine
@@ -254,10 +255,7 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
               ws: Workspace) -> list[JobView]:
         blocked: list[JobView] = []
         head: JobView | None = None
-        # gang -> its wait, for the gangs that did not fit since free capacity last moved (emptied at each
-        # placement: only a placement moves it in this loop, and a miss with nothing placed since would miss)
-        failed: dict[GangKey, Wait] = {}
-        waits = ws.waits  # (the workspace never rebinds its waits here)
+        failed: dict[GangKey, tuple[Resources, Wait]] = {}  # gang -> the free total it failed with, its wait
         mixed = skip_misfits and ws.memo.traits.mixed
         allocations, wanted = ws.allocations, sizes.get  # (the workspace never rebinds its allocations)
         kept = KeptGangs.kept
@@ -293,8 +291,8 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                 key = pair[1]
             if key is not None:
                 seen = failed.get(key)
-                if seen is not None:  # (nothing placed since it failed)
-                    waits[jid] = seen
+                if seen is not None and seen[0] is ws.total_free:  # (the same object: nothing moved since)
+                    ws.waits[jid] = seen[1]
                     blocked.append(job)
                     keyed(key)
                     continue
@@ -304,13 +302,11 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                     continue
                 ws.block_for_room(job, want)
                 if key is not None:
-                    failed[key] = waits[jid]
+                    failed[key] = (ws.total_free, ws.waits[jid])
                 blocked.append(job)
                 keyed(key)
                 if strict and head is None:
                     head = job
-            elif failed:  # free capacity moved: a gang that did not fit may now
-                failed.clear()
         if lined:
             ws.blocked_line = (blocked, line)
         return blocked
