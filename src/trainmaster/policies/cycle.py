@@ -29,7 +29,7 @@ from trainmaster.core.states import JobState
 from trainmaster.policies.objectives import apply_objectives
 from trainmaster.policies.pending import PendingLine
 from trainmaster.policies.scoring import DEFAULT, Scoring
-from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot
 from trainmaster.policies.waits import Wait
 from trainmaster.policies.workspace import ClusterMemo, Workspace, minimum, never_fits
 
@@ -80,13 +80,33 @@ class KeptSizes:
     phases may replace a size but never edit one in place (`apply_objectives` replaces; tiresias' and srtf's
     place and preemption only read). Its state (the views and sizes last seen) is the preset's, declared here.
     The reference: `current_or_min` itself as the size hook.
+
+    `follow` (an instance's `journal`, with the class switch `followed`): the sizes of every live job are kept
+    as one mapping (`out`) from one full snapshot to the next, and a decision looks only at the jobs the
+    snapshot's journal names (`PendingIds.changed`: views rebuilt since the previous snapshot; `joined`: jobs
+    new to the line, arrivals included), dropping the jobs that left (a C-level difference, only when the
+    count says some did): no pass over every live job (three C-level passes and a dict built, per decision,
+    before). A copy is handed out (`apply_objectives` may replace entries). Its keys are the same, in
+    another order: tiresias and srtf read the sizes by id only. Where the journal cannot serve (no journal,
+    another snapshot than the next one, a snapshot of some jobs, rejected jobs left out of `jobs`) the
+    reference passes run and the mapping starts again from them.
     """
 
-    def __init__(self) -> None:
+    followed: ClassVar[bool] = True  # False: every instance takes the passes over every job (the reference)
+
+    def __init__(self, journal: bool = False) -> None:
         self.views: dict[str, JobView] = {}
         self.sizes: Sizes = {}
+        self.journal = journal  # (tiresias, srtf: sizes read by id alone)
+        self.out: Sizes | None = None  # every live job's size at snapshot `stamp` (`journal`)
+        self.stamp: tuple[object, int] | None = None
 
     def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
+        follow = self.journal and self.followed
+        if follow:
+            out = self._follow(snap, jobs, ws)
+            if out is not None:
+                return dict(out)
         views, kept = self.views, self.sizes
         ids = list(map(_ID, jobs))
         changed = list(compress(jobs, map(is_not, jobs, map(views.get, ids))))
@@ -97,7 +117,53 @@ class KeptSizes:
                 self.views = {jid: views[jid] for jid in ids}
                 self.sizes = {jid: kept[jid] for jid in ids}
                 kept = self.sizes
-        return dict(zip(ids, map(kept.__getitem__, ids), strict=True))
+        sizes = dict(zip(ids, map(kept.__getitem__, ids), strict=True))
+        if follow:
+            full = self._whole(snap, jobs)
+            self.out, self.stamp = (dict(sizes), full) if full is not None else (None, None)
+        return sizes
+
+    @staticmethod
+    def _whole(snap: Snapshot, jobs: list[JobView]) -> tuple[object, int] | None:
+        """The snapshot's (origin, version) where `jobs` are every live job of a journaled snapshot (its
+        pending jobs and its holders, none rejected); else None."""
+        pending, held = snap.pending_ids, snap.held
+        if not isinstance(pending, PendingIds) or pending.changed is None or held is None:
+            return None
+        if not len(jobs) == len(snap.jobs) == len(pending) + len(held):  # (a pending-only snapshot: fewer)
+            return None
+        return pending.origin, pending.version
+
+    def _follow(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes | None:
+        """`out` moved on to this snapshot by its journal; None where it cannot be (class doc)."""
+        out, stamp = self.out, self._whole(snap, jobs)
+        if out is None or stamp is None or self.stamp != (stamp[0], stamp[1] - 1):
+            return None
+        pending = snap.pending_ids
+        assert isinstance(pending, PendingIds) and pending.changed is not None
+        live, views, kept = snap.jobs, self.views, self.sizes
+        moved = list(pending.changed | pending.joined)  # (a few per decision)
+        here = list(filter(live.__contains__, moved))
+        if len(here) < len(moved):
+            for jid in moved:
+                if jid not in live:
+                    out.pop(jid, None)
+        fresh = [job for job in map(live.__getitem__, here) if views.get(job.id) is not job]
+        if fresh:
+            kept.update(current_or_min(snap, fresh, ws))
+            views.update(zip(map(_ID, fresh), fresh, strict=True))
+        out.update(zip(here, map(kept.__getitem__, here), strict=True))
+        if len(out) != len(live):  # (jobs that finished or left: not journaled)
+            for jid in out.keys() - live.keys():
+                del out[jid]
+            if len(out) != len(live):  # (cannot happen: every job new to the snapshot is journaled)
+                self.out = self.stamp = None
+                return None
+        if len(views) > 4 * len(out) + 256:  # (jobs that left: forget them once they are most of it)
+            self.views = {jid: views[jid] for jid in out}
+            self.sizes = {jid: kept[jid] for jid in out}
+        self.stamp = stamp
+        return out
 
 
 # A gang's key: `gang_key`'s tuple, or the number `KeptGangs` gave it (within one decision every key of one

@@ -93,5 +93,5 @@ class KeptRemaining:
 
 
 def make() -> Cycle:
-    return Cycle(name="srtf", order=KeptRemaining(), size=KeptSizes(), place=place_in_order(strict=False),
+    return Cycle(name="srtf", order=KeptRemaining(), size=KeptSizes(journal=True), place=place_in_order(strict=False),
                  after=(preempt_lower,))

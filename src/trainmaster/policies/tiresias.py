@@ -36,7 +36,7 @@ from trainmaster.core.states import JobState
 from trainmaster.policies.cycle import Cycle, KeptSizes, place_in_order
 from trainmaster.policies.pending import PendingDemand
 from trainmaster.policies.preemption import preempt_lower
-from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot
 from trainmaster.policies.workspace import copy_mapping
 
 _KEY = attrgetter("key")
@@ -122,6 +122,12 @@ class TiresiasOrder:
     that decision's time (`held_at`), written on the entry when the job leaves `holding`.
     """
 
+    # `follow` (with `incremental`): a full visit looks for new or changed views only among the jobs the
+    # snapshot's journal names (`PendingIds.changed`, `joined`), when `views` holds the previous snapshot's
+    # (`stamp`: its origin and version), and moves `views` on by them: no pass over every live job, no copy
+    # of them. False: compare and copy every live job's view (the reference).
+    follow: ClassVar[bool] = True
+
     def __init__(self, threshold: float, starvation: float | None, incremental: bool = True) -> None:
         self.threshold = threshold
         self.starvation = starvation
@@ -145,6 +151,7 @@ class TiresiasOrder:
         self.held_at = -math.inf
         self.safe: dict[str, float] = {}  # Q0 job held at its last visit -> a time it cannot cross before
         self.crossings: list[tuple[float, str]] = []  # heap of `safe`'s items (entries that disagree: stale)
+        self.stamp: tuple[object, int] | None = None  # the snapshot of the last full visit (`follow`)
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         entries = self.entries
@@ -152,6 +159,7 @@ class TiresiasOrder:
         if not self.partial:
             for jid in entries.keys() - jobs.keys():  # (a C-level difference: few jobs leave at a time)
                 self._drop(entries.pop(jid).key)
+                self.views.pop(jid, None)
                 self.low.discard(jid)
                 self.waiting.pop(jid, None)
                 self.safe.pop(jid, None)
@@ -160,8 +168,16 @@ class TiresiasOrder:
             self._hold(snap)
         visit: Iterable[str] = jobs
         if self.incremental:
-            visit = self._changed(snap, lazy)
-            self.views = copy_mapping(jobs) if not self.partial else {**self.views, **jobs}
+            journal = self._journal(snap) if self.follow and not self.partial else None
+            visit = self._changed(snap, lazy, journal)
+            if journal is not None:  # (the journaled views alone: every other one is the one kept)
+                self.views.update(zip(journal, map(jobs.__getitem__, journal), strict=True))
+            else:
+                self.views = copy_mapping(jobs) if not self.partial else {**self.views, **jobs}
+            if not self.partial:
+                pending = snap.pending_ids
+                self.stamp = ((pending.origin, pending.version) if isinstance(pending, PendingIds)
+                              and pending.changed is not None else None)
         now, visit_one, waiting = snap.now, self._visit, self.waiting
         running, starting = JobState.RUNNING, JobState.STARTING
         for jid in visit:
@@ -195,10 +211,23 @@ class TiresiasOrder:
         keys = self.keys
         del keys[bisect.bisect_left(keys, key)]
 
-    def _changed(self, snap: Snapshot, lazy: bool) -> set[str]:
-        """The jobs whose queue may have moved since the last visit (class doc)."""
+    def _journal(self, snap: Snapshot) -> list[str] | None:
+        """`follow`: the live jobs whose view may differ from the one kept, by the snapshot's journal, where
+        `views` holds the previous snapshot's (a full visit of it); else None."""
+        pending = snap.pending_ids
+        if (not isinstance(pending, PendingIds) or pending.changed is None or self.stamp is None
+                or self.stamp != (pending.origin, pending.version - 1)):
+            return None
+        return list(filter(snap.jobs.__contains__, pending.changed | pending.joined))
+
+    def _changed(self, snap: Snapshot, lazy: bool, journal: list[str] | None = None) -> set[str]:
+        """The jobs whose queue may have moved since the last visit (class doc); `journal`: the only jobs whose
+        view may have changed (`follow`)."""
         jobs, views = snap.jobs, self.views
-        visit = set(compress(jobs, map(is_not, jobs.values(), map(views.get, jobs))))  # new or changed
+        if journal is not None:  # new or changed, among the journaled jobs
+            visit = set(compress(journal, map(is_not, map(jobs.__getitem__, journal), map(views.get, journal))))
+        else:
+            visit = set(compress(jobs, map(is_not, jobs.values(), map(views.get, jobs))))  # new or changed
         held = snap.held if snap.held is not None else {j.id: j.allocation for j in jobs.values() if j.active}
         if not lazy:
             visit.update(held.keys() & jobs.keys())
@@ -416,7 +445,7 @@ class Tiresias(Cycle):
 
     def __init__(self, threshold: float, starvation: float | None, tick: float) -> None:
         self.ranks = TiresiasOrder(threshold, starvation)  # the queues: the state kept between decisions
-        super().__init__(name="tiresias", order=self.ranks, size=KeptSizes(),
+        super().__init__(name="tiresias", order=self.ranks, size=KeptSizes(journal=True),
                          place=place_in_order(strict=False), after=(preempt_lower,))
         self.tick = tick
         self.demand = PendingDemand()  # the pending jobs' minimums in all, kept across decisions
