@@ -193,7 +193,7 @@ class JobLearner:
                 self.losses = self.losses[:half:2] + self.losses[half:]
                 self._curve_points = min(self._curve_points, len(self.steps))
         if self.noise is not None:
-            self.noise.observe(report.grad_sqr, report.grad_var)
+            self.noise.observe(report.grad_sqr, report.grad_var, report.batch)
         speed = report.steps_per_s
         if not alloc or speed is None or speed <= 0 or not math.isfinite(speed):
             return False
@@ -457,7 +457,8 @@ class ModelBook:
         curve = learner.loss_curve()
         left = remaining_steps(spec.target, Progress(step=learner.step, epoch=learner.epoch, curve=curve))
         goodput = None
-        phi = learner.noise.phi if learner.noise is not None else None
+        noise = learner.noise
+        phi = noise.phi if noise is not None else None
         if phi is not None and speed is not None and basis in GOODPUT_BASES and spec.adaptive_batch is not None \
                 and learner.rows:
             # Only a fitted law knows how speed moves with the batch (linear scaling would pick the largest);
@@ -467,7 +468,7 @@ class ModelBook:
                 local.setdefault(r.nodes > 1, []).append(r.batch / max(r.workers, 1))
             ranges = tuple((multi, min(v), max(v)) for multi, v in sorted(local.items()))
             law = self.speed(learner, optimistic=True)[0] if learner.form is Form.ALLREDUCE else speed
-            goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges)
+            goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges, noise.at if noise else 0.0)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner) if type_speed is None else type_speed, goodput=goodput,

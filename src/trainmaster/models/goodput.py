@@ -28,6 +28,9 @@ from trainmaster.models.speed import Config, SpeedPredictor
 SMOOTHING = 0.5  # weight of the newest report in the (log-space) moving averages
 CANDIDATES = 24  # batch sizes tried per configuration, geometric between the bounds
 STRETCH = 2.0  # a fitted speed law is trusted this factor beyond the local batches it was measured at
+# Noise-scale growth with the batch it is measured at (`phi(M) = phi(b) (M / b)^NOISE_GROWTH`, b: the batch the
+# job reported at; `grown_gain`); 0 = off: one `phi` for every batch (`gain`). Session 21 (best22), issue 11.
+NOISE_GROWTH = 0.0
 
 
 def gain(batch: float, base: float, noise: float) -> float:
@@ -35,6 +38,21 @@ def gain(batch: float, base: float, noise: float) -> float:
     if math.isinf(noise):
         return batch / base
     return batch * (noise + base) / (base * (noise + batch))
+
+
+def grown_gain(batch: float, base: float, noise: float, at: float, smallest: float, growth: float) -> float:
+    """`gain` with a noise scale that grows with the batch it is measured at (the peer's truth: `grad_sqr` and
+    `grad_var` differ per validated batch): `noise` measured at `at`, read at `M` as `noise (M / at)^growth`;
+    progress per step `g(M) = M (phi_M + m) / (m (phi_M + M))` against the smallest batch `m`, as a ratio to
+    `g(base)`. `growth` 0 is `gain`."""
+    if math.isinf(noise):
+        return batch / base
+
+    def g(m: float) -> float:
+        phi = noise * float((m / at) ** growth)
+        return m * (phi + smallest) / (phi + m)
+
+    return g(batch) / g(base)
 
 
 def efficiency(batch: float, base: float, noise: float) -> float:
@@ -61,13 +79,15 @@ class NoiseScale:
 
     def __init__(self, base: float, smoothing: float = SMOOTHING) -> None:
         self.base = base
+        self.at = base  # the batch of the last report that carried a batch (what `phi` was measured at)
         self.smoothing = smoothing
         self._log_sqr: float | None = None
         self._log_var: float | None = None
         self.count = 0
 
-    def observe(self, sqr: float | None, var: float | None) -> bool:
-        """Fold one report in; False (ignored) unless both are finite and var >= 0, sqr > 0."""
+    def observe(self, sqr: float | None, var: float | None, batch: float | None = None) -> bool:
+        """Fold one report in (measured at `batch`, None: unchanged); False (ignored) unless both are finite and
+        var >= 0, sqr > 0."""
         if sqr is None or var is None or not (math.isfinite(sqr) and math.isfinite(var)) or sqr <= 0 or var < 0:
             return False
         a = self.smoothing if self.count else 1.0
@@ -75,6 +95,8 @@ class NoiseScale:
         self._log_sqr = ls if self._log_sqr is None else self._log_sqr + a * (ls - self._log_sqr)
         self._log_var = lv if self._log_var is None else self._log_var + a * (lv - self._log_var)
         self.count += 1
+        if batch:
+            self.at = float(batch)
         return True
 
     @property
@@ -124,10 +146,18 @@ class GoodputSpeed(SpeedPredictor):
     phi: float
     # (multi-node, smallest, largest local batch) the speed was measured at, per regime (`trusted`)
     local: tuple[tuple[bool, float, float], ...] = ()
+    at: float = 0.0  # the batch `phi` was measured at (`NoiseScale.at`); 0: the base
     _best: dict[Config, tuple[int, float]] = field(default_factory=dict, compare=False, repr=False)
 
     def goodput(self, c: Config, batch: float) -> float:
-        return self.speed.steps_per_s(c._replace(batch=float(batch))) * gain(batch, self.bounds.base, self.phi)
+        return self.speed.steps_per_s(c._replace(batch=float(batch))) * self.gain(batch)
+
+    def gain(self, batch: float) -> float:
+        """Progress of one step at `batch` in steps at the base (`grown_gain` when `NOISE_GROWTH` is on)."""
+        if NOISE_GROWTH:
+            return grown_gain(batch, self.bounds.base, self.phi, self.at or self.bounds.base, self.bounds.min,
+                              NOISE_GROWTH)
+        return gain(batch, self.bounds.base, self.phi)
 
     def best(self, c: Config) -> tuple[int, float]:
         """(global batch, goodput) that maximizes goodput on `c`; ties to the smaller batch."""
