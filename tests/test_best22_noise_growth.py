@@ -1,4 +1,4 @@
-"""The goodput law with a noise scale that grows with the batch (`NOISE_GROWTH`, off by default; issue 11)."""
+"""The goodput law with a noise scale that grows with the batch (`NOISE_GROWTH`, 0.3 since session 21; issue 11)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,13 @@ def test_a_job_reported_at_a_small_batch_gets_the_grown_gain_per_batch(monkeypat
         assert law.gain(b) == pytest.approx(truth, rel=1e-12)
         assert law.goodput(c, b) == pytest.approx(SPEED.steps_per_s(c._replace(batch=float(b))) * truth, rel=1e-12)
     assert law.gain(40) < 0.6 * off[40]  # a small batch no longer claims most of its base rate
+
+
+def test_the_default_law_grows_the_noise_scale() -> None:
+    """The preset's default (0.3, kept by the session-21 keep rule): a small batch's gain is read with a noise scale
+    grown to that batch, so it is below the one-`phi` law's; at the batch `phi` was measured at nothing changes."""
+    assert goodput.NOISE_GROWTH == 0.3
+    law = goodput.GoodputSpeed(SPEED, BOUNDS, 30.0, (), 80.0)
+    assert law.gain(40) == pytest.approx(grown_gain(40, 640, 30.0, 80.0, 20, 0.3), rel=1e-12)
+    assert law.gain(40) < gain(40, 640, 30.0)
+    assert law.gain(640) == 1.0

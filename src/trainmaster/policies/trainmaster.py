@@ -73,6 +73,11 @@ for little. Charged 2% of its remaining time on every cluster, it won at load 1 
 job charged more grows later into an emptying cluster; gated on both a full cluster and a high arrival
 rate (`Optimus._busy`) it is better at every Pollux load (1,758 / 2,619 / 3,434 / 4,959 at 0.5-2 vs
 1,763 / 2,633 / 3,460 / 4,996) and on the Philly-derived set (2,527 vs 2,529).
+
+Why the goodput law grows the noise scale with the batch (issue 11, session 21; `models/goodput.NOISE_GROWTH`
+says why): one noise scale read at a small batch made small batches look cheap, so short jobs claimed GPUs at
+batches that earn little; grown, it is better at every Pollux load again (1,730 / 2,586 / 3,403 / 4,950) and on
+the Philly-derived set (2,498).
 """
 
 from __future__ import annotations
