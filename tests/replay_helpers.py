@@ -13,9 +13,14 @@ from typing import Any
 import pytest
 
 from trainmaster.controller.loop import Controller
+from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
+from trainmaster.core.events import Report
+from trainmaster.core.job import JobSpec, Role
 from trainmaster.core.queue import QueueSpec
 from trainmaster.engines.sim.engine import SimConfig, SimEngine
+from trainmaster.models.book import ModelBook
+from trainmaster.models.speed import Config, SpeedPredictor
 from trainmaster.policies.cycle import Cycle
 from trainmaster.policies.live import LiveKinds
 from trainmaster.policies.registry import make_policy
@@ -158,3 +163,14 @@ def eager(self: Controller, changed: dict[str, str], rejected: Mapping[str, str]
         if record.why != reason or not record.decisions or record.decisions[-1][1] != reason:
             record.note(now, reason)
         self._said[jid] = reason
+
+
+def observe_one_node_runs(book: ModelBook, spec: JobSpec, law: SpeedPredictor, runs: Sequence[tuple[int, int]],
+                          grad_sqr: float, grad_var: float) -> None:
+    """Job "a" reports once per (workers, global batch) run on one node, at `law`'s speed, with a loss and the given
+    gradient statistics (the goodput tests' learning)."""
+    for i, (w, batch) in enumerate(runs):
+        alloc = Allocation.of(Placement(Role.WORKER, "n0") for _ in range(w))
+        speed = law.steps_per_s(Config(w, 0, 1, float(batch)))
+        book.observe("a", spec, Report(float(i), "a", 10 * (i + 1), loss=1.0, steps_per_s=speed, allocation=alloc,
+                                       batch=batch, grad_sqr=grad_sqr, grad_var=grad_var))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from tests.replay_helpers import observe_one_node_runs
 
-from trainmaster.core.allocation import Allocation, Placement
-from trainmaster.core.events import Report
-from trainmaster.core.job import BatchRange, Role, simple_job
+from trainmaster.core.job import BatchRange, simple_job
 from trainmaster.models import goodput
 from trainmaster.models.book import ModelBook
 from trainmaster.models.goodput import gain, grown_gain
@@ -42,12 +41,8 @@ def test_grown_gain_is_the_peer_ratio_when_the_noise_scale_follows_the_power_law
 def test_a_job_reported_at_a_small_batch_gets_the_grown_gain_per_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = simple_job("a", 1, max_gpus=4, adaptive_batch=BOUNDS)
     book = ModelBook()
-    for i, (w, batch) in enumerate(((1, 40), (2, 40), (4, 40), (4, 80))):
-        alloc = Allocation.of(Placement(Role.WORKER, "n0") for _ in range(w))
-        speed = SPEED.steps_per_s(Config(w, 0, 1, float(batch)))
-        # var rescaled to the base, as jobs report it: phi = base * var / sqr = 30 samples at the batch run
-        book.observe("a", spec, Report(float(i), "a", 10 * (i + 1), loss=1.0, steps_per_s=speed, allocation=alloc,
-                                       batch=batch, grad_sqr=SQR, grad_var=30.0 / 640))
+    # var rescaled to the base, as jobs report it: phi = base * var / sqr = 30 samples at the batch run
+    observe_one_node_runs(book, spec, SPEED, ((1, 40), (2, 40), (4, 40), (4, 80)), SQR, 30.0 / 640)
     law = book.model("a", spec).goodput
     assert law is not None and law.phi == pytest.approx(30.0) and law.at == 80.0  # measured last at 80
     c = Config(4, 0, 1, 80.0)

@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 import pytest
 import torch
+from tests.replay_helpers import observe_one_node_runs
 
 from trainmaster.core.allocation import Allocation, Placement
 from trainmaster.core.cluster import parse_shorthand
@@ -72,11 +73,7 @@ def test_best_batch_grows_with_the_noise_scale_and_with_workers() -> None:
 def test_the_model_book_turns_an_adaptive_job_own_fit_into_goodput() -> None:
     spec = simple_job("a", 1, max_gpus=4, adaptive_batch=BOUNDS)
     book = ModelBook()
-    for i, (w, batch) in enumerate(((1, 32), (2, 64), (4, 128), (4, 256))):
-        alloc = Allocation.of(Placement(Role.WORKER, "n0") for _ in range(w))
-        speed = SPEED.steps_per_s(Config(w, 0, 1, float(batch)))
-        book.observe("a", spec, Report(float(i), "a", 10 * (i + 1), loss=1.0, steps_per_s=speed, allocation=alloc,
-                                       batch=batch, grad_sqr=1.0, grad_var=50.0))
+    observe_one_node_runs(book, spec, SPEED, ((1, 32), (2, 64), (4, 128), (4, 256)), 1.0, 50.0)
     model = book.model("a", spec)
     assert model.goodput is not None and model.basis == "own fit"  # sizing keeps the plain speed law
     assert model.speed is not model.goodput
