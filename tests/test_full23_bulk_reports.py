@@ -229,8 +229,31 @@ def test_an_engine_that_overrides_wait_sees_every_event() -> None:
     plain = SimEngine(parse_shorthand("1x8"), _line(1, 0.0, 100.0), SimConfig(report_interval=60.0))
     recording = Recording(parse_shorthand("1x8"), _line(1, 0.0, 100.0), SimConfig(report_interval=60.0))
     assert plain.hands_reports and not recording.hands_reports
-    assert Controller(plain, make_policy("fifo"))._bulk is not None
-    assert Controller(recording, make_policy("fifo"))._bulk is None
+    reports: list[float] = []
+    controller = Controller(recording, make_policy("fifo"))
+    controller.report_sinks.append(lambda report, record: reports.append(report.time))
+    controller.run()
+    assert reports == [0.0, 60.0]  # every report came back through the subclass's `wait`
+
+
+def test_a_wait_put_on_the_instance_after_the_controller_was_built_sees_every_event() -> None:
+    """A test engine that wraps `wait` on the instance once the controller exists (fault injection) gets no bulk
+    path from then on: the controller asks `hands_reports` at every step, not once."""
+    engine = SimEngine(parse_shorthand("1x8"), _line(1, 0.0, 200.0), SimConfig(report_interval=60.0))
+    controller = Controller(engine, make_policy("fifo"))
+    assert engine.hands_reports
+    seen: list[Event] = []
+    wait = engine.wait
+
+    def seeing(timeout: float | None) -> list[Event]:
+        events = wait(timeout)
+        seen.extend(events)
+        return events
+
+    engine.wait = seeing  # type: ignore[method-assign]
+    assert not engine.hands_reports
+    controller.run()
+    assert [e.time for e in seen if isinstance(e, Report)] == [0.0, 60.0, 120.0, 180.0]
 
 
 def test_progress_report_is_the_reports_init() -> None:

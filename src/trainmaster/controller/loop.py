@@ -126,7 +126,7 @@ class Controller:
         self._dirty = True
         # The engine's bulk wait for quiet reports (`BulkReports`: the sim's), else None; `bulk_reports = False`
         # returns to `step` after every event (the reference).
-        self._bulk = engine.wait_reports if isinstance(engine, BulkReports) and engine.hands_reports else None
+        self._bulk = engine if isinstance(engine, BulkReports) else None
         self.bulk_reports = True
         self.checkpointing = CheckpointTuner(self.cluster, self.clock.now())  # Young/Daly for open intervals
         if policy.uses_models:  # model-driven policies (optimus) learn online from reports
@@ -222,7 +222,8 @@ class Controller:
         if woken:  # next idle check: a decision is due then even if nothing else happens
             until = max(0.0, min(woken) - self.clock.now())
             timeout = until if timeout is None else min(timeout, until)
-        bulk = self._bulk if self.bulk_reports and max_wait is None else None
+        engine = self._bulk if self.bulk_reports and max_wait is None else None
+        bulk = engine.wait_reports if engine is not None and engine.hands_reports else None
         if bulk is not None and not (self.parked or self.wakers or self._dirty):
             # Quiet reports in bulk: each time of reports alone is handled inside the wait (`_report`), which
             # goes on to `now + interval` as the next call's would -- nothing above moves on a quiet event

@@ -184,9 +184,10 @@ class SimEngine:
 
     @property
     def hands_reports(self) -> bool:
-        """Whether a caller may take `wait_reports`' bulk path: not where a subclass overrides `wait` to see
-        every event it returns (a recording engine in tests)."""
-        return type(self).wait is SimEngine.wait
+        """Whether a caller may take `wait_reports`' bulk path: not where a subclass or the instance itself
+        overrides `wait` to see every event it returns (a recording or fault-injecting engine in tests); asked at
+        every step, since such a `wait` may be put in after the controller was built."""
+        return type(self).wait is SimEngine.wait and "wait" not in self.__dict__
 
     def wait_reports(self, timeout: float | None, interval: float | None,
                      on_report: Callable[[Report], bool] | None) -> list[Event]:
