@@ -143,11 +143,7 @@ class KeptSizes:
         assert isinstance(pending, PendingIds) and pending.changed is not None
         live, views, kept = snap.jobs, self.views, self.sizes
         moved = list(pending.changed | pending.joined)  # (a few per decision)
-        here = list(filter(live.__contains__, moved))
-        if len(here) < len(moved):
-            for jid in moved:
-                if jid not in live:
-                    out.pop(jid, None)
+        here = list(filter(live.__contains__, moved))  # (the ones that left go with the others below)
         fresh = [job for job in map(live.__getitem__, here) if views.get(job.id) is not job]
         if fresh:
             kept.update(current_or_min(snap, fresh, ws))
