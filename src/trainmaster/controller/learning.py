@@ -80,6 +80,9 @@ class Learning:
         # A reporting job's model is renewed in place, not rebuilt, where it reads as a rebuilt one would
         # (`ModelBook.republished`): caches kept by model identity keep serving. False: built anew (the reference).
         self.keep_models = True
+        # A report its job's learner only counts (`ModelBook.repeat`: most of a long run's) moves the learner,
+        # the two GPU-type rates and the job's place in the publish queue alone. False: `observe` (the reference).
+        self.fast_repeats = True
         self.spared = 0  # reports whose model was never built (the job reported again first)
         self.early = 0  # types published between snapshots because a report moved their shared state
 
@@ -95,20 +98,41 @@ class Learning:
 
     def __call__(self, report: Report, record: JobRecord) -> None:
         """Report sink: learn from one report; its job's model is built now or at `publish` (`once_per_snapshot`)."""
+        held = self._gpu_type.get(record.id)  # (a job reports from one allocation many times: asked once)
+        if held is not None and held[0] is report.allocation and held[3] is not None \
+                and held[1] is self.controller.cluster and held[2] is record.spec and self.fast_repeats \
+                and self.keep_gpu_type and self.once_per_snapshot and record.id in self.controller.models:
+            # A report its job's learner only counts (`ModelBook.repeat`) from a job that reported here before on
+            # this allocation (its kept GPU type is not None: the allocation is not empty, so it is the one
+            # `observe` reads). It waits nowhere and sits in no group since (`on_event` puts it there at
+            # submission only), no refit moves its type's prior, `_type_moving` is not due, nor is `refresh`
+            # (the pooled rates hold `gpu_type`; without priors `_stale` is empty): only its place in the
+            # publish queue moves, as on the path below. Else nothing moved: the path below.
+            job_type = record.spec.job_type
+            learner = self.book.repeat(record.id, job_type, report, held[3])
+            if learner is not None:
+                unpublished = self._unpublished.get(job_type)
+                if unpublished is None:
+                    unpublished = self._unpublished[job_type] = {}
+                elif unpublished.pop(record.id, None) is not None:
+                    self.spared += 1
+                if learner.steps:
+                    learner.loss_curve()
+                unpublished[record.id] = record.spec
+                return
         book = self.book
         spec = record.spec
         before = book.priors.updates  # (`book.observe` updates the priors of this job's type and form alone)
         alloc, cluster = report.allocation or record.allocation, self.controller.cluster
-        held = self._gpu_type.get(record.id)  # (a job reports from one allocation many times: asked once)
         if held is not None and held[0] is alloc and held[1] is cluster and held[2] is spec and self.keep_gpu_type:
             gpu_type = held[3]
         else:
             gpu_type = one_gpu_type(cluster, alloc, spec)
             self._gpu_type[record.id] = (alloc, cluster, spec, gpu_type)
-        if spec.job_type and spec.job_type in self._stale and gpu_type is not None \
-                and gpu_type not in book.pooled_types(spec.job_type):
-            self.refresh()  # (the type's GPU types are about to change: publish what they were)
         job_type = spec.job_type
+        if job_type and job_type in self._stale and gpu_type is not None \
+                and gpu_type not in book.pooled_types(job_type):
+            self.refresh()  # (the type's GPU types are about to change: publish what they were)
         models = self.controller.models
         if not self.once_per_snapshot or record.id not in models:  # (a first model at once: its key's place)
             book.observe(record.id, spec, report, record.allocation, gpu_type)

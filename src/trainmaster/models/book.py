@@ -144,7 +144,7 @@ class JobLearner:
         self.batch_known = adaptive is not None or label(spec, "batch_size") is not None
         self.noise = NoiseScale(adaptive.base) if adaptive else None
         self.local_max = adaptive.local_max if adaptive else None  # its replicas' memory bound (micro-batches)
-        self.rows: dict[Config, Row] = {}
+        self._rows: dict[Config, Row] = {}  # (`rows`)
         self.steps: list[float] = []
         self.losses: list[float] = []
         self.step = 0.0
@@ -153,11 +153,29 @@ class JobLearner:
         self.curve: LossCurve | None = None
         self._curve_points = 0
         self.version = 0
-        self.rates = TypeRates()  # steps/s per configuration and GPU type
+        self._rates = TypeRates()  # (`rates`)
         self._held: tuple[Allocation, tuple[int, int, int], Config] | None = None  # the last allocation, its config
         # (allocation, steps/s, row) of the last report whose row's mean is now its own speed's `y` (a repeat of it
         # only counts), else None
         self._repeat: tuple[Allocation, float, Config] | None = None
+        # Counted repeats kept aside (`tally`): on `_repeat`'s row, on GPU type `_tally_type`, whose own rate's
+        # mean is their speed; not yet in the row's count nor in the rate's (`settle`: `rows`, `rates` read settled)
+        self._tally = 0
+        self._tally_type = ""
+
+    @property
+    def rows(self) -> dict[Config, Row]:
+        """Mean `y` and count per configuration (settled: `tally`)."""
+        if self._tally:
+            self.settle()
+        return self._rows
+
+    @property
+    def rates(self) -> TypeRates:
+        """Steps/s per configuration and GPU type (settled: `tally`)."""
+        if self._tally:
+            self.settle()
+        return self._rates
 
     def config(self, alloc: Allocation, batch: float) -> Config:
         """`config_of`, with the shape of the last allocation kept (a job reports from one many times)."""
@@ -172,15 +190,13 @@ class JobLearner:
     def observe(self, report: Report, alloc: Allocation | None) -> bool:
         """Record one report; True when the speed rows changed shape (a new configuration) or a row's count
         reached a power of two (a refit)."""
+        if self._tally:
+            self.settle()
+        last = self.repeated(report, alloc)
+        if last is not None:
+            return self.count(last[2], report.step)
         self.version += 1
         self.step = float(report.step)
-        last = self._repeat
-        if last is not None and last[0] is alloc and last[1] == report.steps_per_s and report.loss is None \
-                and report.epoch is None and report.batch is None and self.noise is None and self.count_repeats:
-            c = last[2]  # (the general path's config, maximum workers and `y` would be the last report's)
-            n = self.rows[c].count + 1
-            self.rows[c] = Row(c, self.rows[c].y, n)
-            return (n & (n - 1)) == 0
         if report.epoch is not None:
             self.epoch = report.epoch
         fresh = not self.steps or report.step > self.steps[-1]
@@ -200,12 +216,68 @@ class JobLearner:
         c = self.config(alloc, float(report.batch) if report.batch else self.batch)
         self.max_workers = max(self.max_workers, c.workers)
         y = time_like(self.form, c, speed)
-        old = self.rows.get(c)
-        row = self.rows[c] = Row(c, y, 1) if old is None else Row(c, old.y + (y - old.y) / (old.count + 1),
+        old = self._rows.get(c)
+        row = self._rows[c] = Row(c, y, 1) if old is None else Row(c, old.y + (y - old.y) / (old.count + 1),
                                                                      old.count + 1)
         self._repeat = (alloc, speed, c) if row.y == y and not report.batch else None
         n = row.count
         return (n & (n - 1)) == 0  # a new row (n = 1); refit at counts 2, 4, 8, ...: cheap and still converging
+
+    def repeated(self, report: Report, alloc: Allocation | None) -> tuple[Allocation, float, Config] | None:
+        """(allocation, steps/s, row) of the last report where this one repeats it and is only counted
+        (`count_repeats`), else None."""
+        last = self._repeat
+        if last is not None and last[0] is alloc and last[1] == report.steps_per_s and report.loss is None \
+                and report.epoch is None and report.batch is None and self.noise is None and self.count_repeats:
+            return last  # (the general path's config, maximum workers and `y` would be the last report's)
+        return None
+
+    def count(self, c: Config, step: int) -> bool:
+        """A counted repeat on row `c` (`repeated`): the version, step and row's count move, its mean stays;
+        True at a count that is a power of two (`observe`'s refit)."""
+        self.version += 1
+        self.step = float(step)
+        row = self._rows[c]
+        n = row.count + 1
+        self._rows[c] = Row(c, row.y, n)
+        return (n & (n - 1)) == 0
+
+    def tally(self, report: Report, gpu_type: str) -> tuple[Allocation, float, Config] | None:
+        """A counted repeat on `report.allocation` (`repeated`) whose GPU type's own rate's mean is its speed,
+        kept aside: the version and step move now; the row's count and the rate's (`add` of its mean moves only
+        its count: `m + 0.0 / n` is `m`) at the next read of `rows` or `rates` (`settle`). Answers `repeated`'s;
+        None (nothing moved) where the count would reach a power of two (`observe`'s refit), the rate's mean is
+        not the speed, or another GPU type's repeats are kept aside."""
+        last = self.repeated(report, report.allocation)
+        if last is None:
+            return None
+        k = self._tally
+        c = last[2]
+        n = self._rows[c].count + k + 1
+        if (n & (n - 1)) == 0:
+            return None
+        if not k:  # (while repeats are kept aside the rate's mean stays theirs: checked when the first was)
+            per_type = self._rates.rows.get(c)
+            rate = per_type.get(gpu_type) if per_type is not None else None
+            if rate is None or rate[0] != last[1]:
+                return None
+            self._tally_type = gpu_type
+        elif gpu_type != self._tally_type:
+            return None
+        self._tally = k + 1
+        self.version += 1
+        self.step = float(report.step)
+        return last
+
+    def settle(self) -> None:
+        """Add the repeats kept aside (`tally`) to their row's count and their GPU type's own rate's."""
+        k, last = self._tally, self._repeat
+        if k and last is not None:  # (`_repeat` moves only in `observe`, which settles first)
+            c = last[2]
+            row = self._rows[c]
+            self._rows[c] = Row(c, row.y, row.count + k)
+            self._rates.repeat(c, self._tally_type, k)
+        self._tally = 0
 
     def loss_curve(self) -> LossCurve | None:
         """Refit when the points grew by a fifth since the last fit."""
@@ -386,6 +458,30 @@ class ModelBook:
                 moving(spec.job_type)
             self.priors.update(spec.job_type, learner.form, job_id, learner.rows, learner.local_max)
         return True
+
+    def repeat(self, job_id: str, job_type: str | None, report: Report, gpu_type: str) -> JobLearner | None:
+        """`observe` of a report its job's learner only counts (`JobLearner.tally`), where `observe` would neither
+        refit nor call `moving`: the learner's count, version and step and the pooled rate move, nothing else;
+        answers the learner. None (nothing moved): the caller takes `observe`. A repeat is on
+        `report.allocation` (not the caller's fallback); `job_type`: the spec's, `gpu_type`: as for `observe`.
+
+        Exact: on a repeat `observe`'s config is the learner's kept one (`_repeat`'s allocation is held), its
+        speed is valid (`_repeat` is set only then), and its `moving` is called only where the pooled rates hold
+        another type than `gpu_type` (checked here)."""
+        learner = self.learners.get(job_id)
+        if learner is None:
+            return None
+        pooled = self.type_rates.get(job_type) if job_type else None
+        if job_type:
+            types = pooled.types if pooled is not None else None
+            if types is None or len(types) > 1 or gpu_type not in types:
+                return None
+        last = learner.tally(report, gpu_type)
+        if last is None:
+            return None
+        if pooled is not None:
+            pooled.add(last[2], gpu_type, last[1])
+        return learner
 
     def forget(self, job_id: str) -> None:
         """Drop a finished job's learner; its rows stay in its type's prior."""

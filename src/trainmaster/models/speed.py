@@ -379,9 +379,16 @@ class TypeRates:
         if gpu_type not in self._types:
             self._types = self._types | {gpu_type}
 
+    def repeat(self, c: Config, gpu_type: str, times: int) -> None:
+        """`add` of the mean steps/s on (c, gpu_type) `times` times: only the count moves (`m + 0.0 / n` is `m`)."""
+        per_type = self.rows[c]
+        mean, n = per_type[gpu_type]
+        per_type[gpu_type] = (mean, n + times)
+        self.version += times
+
     @property
     def types(self) -> frozenset[str]:
-        """The GPU types seen (`add` is the only writer of `rows`)."""
+        """The GPU types seen (`add` and `repeat` are the only writers of `rows`)."""
         return self._types
 
 
