@@ -43,7 +43,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import compress, count, repeat
+from itertools import compress, count, islice, repeat
 from operator import attrgetter, is_not, itemgetter
 from typing import NamedTuple
 
@@ -224,6 +224,10 @@ class Optimus:
     misfit_tail = True
     # False: the misfit tail checks each job's kept shape for its spec and the total (three passes more a decision).
     spec_index = True
+    # False: the misfit tail's shapes read off the spec index into lists (ids, specs, shapes, keys) and their
+    # GPUs' minimum checked (`_tail_shapes`); True: the keys in one pass and the waits in another where every
+    # spec is in the index (the reference's answer then, `_misfit_tail`).
+    fused_tail = True
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
                  interval: float | None = INTERVAL_S, goodput: bool = False, restart_share: float = 0.0) -> None:
@@ -369,6 +373,17 @@ class Optimus:
         """The minimums pass from `jobs[start]` on when none of those minimums fits `gpus` free GPUs: each job
         waits with its minimum's misfit wait, in C-level passes (on a busy cluster most of the line, every
         decision). Checked, not assumed: False when some minimum might fit (only shapes worked out then)."""
+        if self.fused_tail and gpus < self._floor and self.spec_index \
+                and (total is self._spec_total or total == self._spec_total):
+            # Every spec in the index: no shape is worked out, so `_floor` stays, and each key's GPUs are at
+            # least it (a kept shape's), above `gpus`: each job waits, as below.
+            try:
+                keys = list(map(_KEY, map(self._by_spec.__getitem__, map(id, map(_SPEC, islice(jobs, start, None))))))
+            except KeyError:  # (a job new to the tail, or a new spec: as below)
+                pass
+            else:
+                waits.update(zip(map(_ID, islice(jobs, start, None)), map(misfits.__getitem__, keys), strict=True))
+                return True
         rest = jobs[start:]
         ids = list(map(_ID, rest))
         got = self._tail_shapes(rest, ids, total)
