@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count, islice, repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_not, itemgetter, not_
 from typing import NamedTuple
 
 from trainmaster.core.errors import SpecError
@@ -375,15 +375,7 @@ class Optimus:
         decision). Checked, not assumed: False when some minimum might fit (only shapes worked out then)."""
         if self.fused_tail and gpus < self._floor and self.spec_index \
                 and (total is self._spec_total or total == self._spec_total):
-            # Every spec in the index: no shape is worked out, so `_floor` stays, and each key's GPUs are at
-            # least it (a kept shape's), above `gpus`: each job waits, as below.
-            try:
-                keys = list(map(_KEY, map(self._by_spec.__getitem__, map(id, map(_SPEC, islice(jobs, start, None))))))
-            except KeyError:  # (a job new to the tail, or a new spec: as below)
-                pass
-            else:
-                waits.update(zip(map(_ID, islice(jobs, start, None)), map(misfits.__getitem__, keys), strict=True))
-                return True
+            return self._fused_tail(jobs, start, total, gpus, misfits, waits)
         rest = jobs[start:]
         ids = list(map(_ID, rest))
         got = self._tail_shapes(rest, ids, total)
@@ -393,6 +385,29 @@ class Optimus:
         if min(map(_GPUS, keys), default=gpus + 1) <= gpus:
             return False
         waits.update(zip(ids, map(misfits.__getitem__, keys), strict=True))
+        return True
+
+    def _fused_tail(self, jobs: list[JobView], start: int, total: Resources, gpus: int, misfits: _Misfits,
+                    waits: dict[str, Wait]) -> bool:
+        """`_misfit_tail` off the spec index (of `total`) with `gpus` under `_floor`, in two C-level passes where
+        every spec is in it: no shape worked out, so `_floor` stays and every key's GPUs (a kept shape's) are at
+        least it, above `gpus`; each job waits. Else the specs new to the index are worked out first (as the
+        reference's pass by job id would: shapes follow from spec and total alone) and some minimum might fit
+        where `_floor` fell to `gpus` (only new shapes lower it: the reference's minimum check)."""
+        by_spec = self._by_spec
+        try:
+            keys = list(map(_KEY, map(by_spec.__getitem__, map(id, map(_SPEC, islice(jobs, start, None))))))
+        except KeyError:
+            rest = jobs[start:]
+            for job in list(compress(rest, map(not_, map(by_spec.__contains__, map(id, map(_SPEC, rest)))))):
+                self._shape(job, total)  # (each job of a new spec, as by job id)
+            if self._floor <= gpus:
+                return False
+            try:
+                keys = list(map(_KEY, map(by_spec.__getitem__, map(id, map(_SPEC, rest)))))
+            except KeyError:  # (the kept shapes were cleared meanwhile: one by one instead)
+                return False
+        waits.update(zip(map(_ID, islice(jobs, start, None)), map(misfits.__getitem__, keys), strict=True))
         return True
 
     def _tail_shapes(self, rest: list[JobView], ids: list[str], total: Resources) -> list[_Shape] | None:
