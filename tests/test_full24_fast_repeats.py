@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,25 @@ def test_a_learner_without_reports_reads_empty() -> None:
     learner = JobLearner("a", _spec())
     assert learner.rows == {} and learner.rates.rows == {} and learner._tally == 0
     assert Config(1, 0, 1, 1.0) not in learner.rows
+
+
+def test_repeats_on_two_gpu_types_of_a_job_without_a_type_are_kept_apart() -> None:
+    """A job without a type (no pooled rates) whose one allocation reports on two GPU types in turn (a node that
+    changed type): repeats are kept aside per type, settled before the other type's; the same state bit for
+    bit as the general path's."""
+    def feed(fast: bool) -> tuple[ModelBook, int]:
+        book, spec, one = ModelBook(), replace(_spec(), job_type=None), _alloc(1)
+        taken = 0
+        for step, gpu in enumerate(["k80", "v100", "v100", "k80", "k80", "v100", "v100", "k80", "v100", "k80",
+                                    "k80", "k80", "v100", "v100", "v100"], start=1):
+            report = Report(0.0, "a", step, steps_per_s=10.0, allocation=one)
+            if fast and book.repeat("a", None, report, gpu) is not None:
+                taken += 1
+                continue
+            book.observe("a", spec, report, one, gpu)
+        return book, taken
+
+    fast, taken = feed(True)
+    slow, none = feed(False)
+    assert none == 0 and taken >= 5
+    assert _state(fast) == _state(slow)
