@@ -46,7 +46,8 @@ def _sender(book: ModelBook, fast: bool, taken: list[int]) -> Callable[[str, int
 
 
 def _feed(book: ModelBook, fast: bool) -> tuple[list[object], int]:
-    """Repeats past counts 2, 4, 8, 16 (read in between: settled, then kept aside again), a new speed, an equal
+    """Repeats past counts 2, 4, 8, 16 (read in between: settled, then kept aside again; the 16th without a GPU
+    type), a new speed, an equal
     allocation that is another object, reports with a loss, an epoch, a batch or no GPU type, an own rate whose
     mean is not the report's speed, a second job on another GPU type (the pooled rates then hold two: no fast
     path). Answers each report's answer and, after some, the learner's rows read (settling them)."""
@@ -54,8 +55,8 @@ def _feed(book: ModelBook, fast: bool) -> tuple[list[object], int]:
     send = _sender(book, fast, taken)
     one, two = _alloc(1), _alloc(2)
     out: list[object] = []
-    for step in range(1, 21):
-        out.append(send("a", step, 10.0, one))
+    for step in range(1, 21):  # (16: no GPU type, no rates: `observe` settles the learner itself)
+        out.append(send("a", step, 10.0, one, gpu=None if step == 16 else "v100"))
         if step in (6, 11):  # (a read between repeats: the counts so far, then more kept aside)
             out.append(tuple(book.learners["a"].rows.values()))
     out.append(send("a", 21, 11.0, one))  # (the mean moves: no repeat until it is 11's)
