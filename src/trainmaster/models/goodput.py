@@ -45,7 +45,9 @@ STRETCH = 2.0  # a fitted speed law is trusted this factor beyond the local batc
 NOISE_GROWTH = 0.3
 # (a switch; off: `NOISE_GROWTH` for every job) The growth learned per job type from its jobs' reports
 # (`NoiseGrowth`): the truth's differs per application (early epochs: deepspeech2 ~0.6, cifar10 ~0.4, imagenet
-# ~0.15, yolov3 ~0). Session 22 (best24), issue 11.
+# ~0.15, yolov3 ~0). Off because it lost best24's w1-4 screen at load 1 (every variant: w1 +16..+70 s, w2
+# +6..+106 s): the exponents it learns are nearer the truth's, but a lower one (imagenet, yolov3) deepens the law's
+# pessimism about a long job's speedup from more GPUs, which 0.3 offsets (bench/results/trainmaster.md, session 22).
 GROWTH_LEARNED = False
 GROWTH_WEIGHT = 1.0  # the prior `NOISE_GROWTH`'s weight, in pairs one doubling of the batch apart
 GROWTH_RANGE = (0.0, 1.0)  # a learned exponent is clamped to this
