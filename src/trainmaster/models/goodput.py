@@ -149,10 +149,10 @@ class NoiseGrowth:
     base batch and target, so the same `f` is the same epoch: progress is counted
     in base-batch steps, whose epochs differ per base) whose two reports at one
     batch bracket `f` (within `GROWTH_SPAN`, `log phi` interpolated to `f`; the
-    cohort's `GROWTH_PEERS` latest jobs): a pair `(log b - log b', log phi - log phi')`. The exponent is the
-    pairs' slope through the origin, shrunk towards `NOISE_GROWTH` (`GROWTH_WEIGHT`
-    pairs a doubling apart) and clamped to `GROWTH_RANGE`; per progress bin when
-    `GROWTH_BINS` > 1.
+    cohort's `GROWTH_PEERS` latest jobs): a pair `(log b - log b', log phi - log phi')`.
+    The exponent is the pairs' slope through the origin, shrunk towards
+    `NOISE_GROWTH` (`GROWTH_WEIGHT` pairs a doubling apart) and clamped to
+    `GROWTH_RANGE`; per progress bin when `GROWTH_BINS` > 1.
     """
 
     def __init__(self, prior: float = NOISE_GROWTH, weight: float = GROWTH_WEIGHT, bins: int = GROWTH_BINS) -> None:
