@@ -25,8 +25,9 @@ from typing import Generic, TypeVar
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec, Role, Target
+from trainmaster.models import goodput as goodput_law
 from trainmaster.models.convergence import LossCurve, Progress, fit_loss_curve, remaining_steps
-from trainmaster.models.goodput import GoodputSpeed, NoiseScale
+from trainmaster.models.goodput import GoodputSpeed, NoiseGrowth, NoiseScale, noise_scale
 from trainmaster.models.priors import TypePriors
 from trainmaster.models.speed import (
     N_PARAMS,
@@ -416,6 +417,7 @@ class ModelBook:
         self._speed_tag: dict[str, tuple[int, int | None]] = {}  # job -> (its version, its prior's) of `_speed`
         self._law: dict[str, tuple[SpeedPredictor | None, str]] = {}  # `_speed`'s twin for `speed(optimistic=True)`
         self._law_tag: dict[str, tuple[int, int | None]] = {}
+        self.noise_growth: dict[str, NoiseGrowth] = {}  # job type -> its noise scale's growth (`GROWTH_LEARNED`)
 
     def learner(self, job_id: str, spec: JobSpec) -> JobLearner:
         found = self.learners.get(job_id)
@@ -449,7 +451,10 @@ class ModelBook:
                 if moving is not None and types and (len(types) > 1 or gpu_type not in types):
                     moving(spec.job_type)
                 pooled.add(c, gpu_type, speed)
-        if not learner.observe(report, held):
+        changed = learner.observe(report, held)
+        if goodput_law.GROWTH_LEARNED and learner.noise is not None and spec.job_type:
+            self._grow(job_id, spec, learner.noise.base, report)
+        if not changed:
             return False
         self._speed.pop(job_id, None)
         self._law.pop(job_id, None)
@@ -482,6 +487,17 @@ class ModelBook:
         if pooled is not None:
             pooled.add(last[2], gpu_type, last[1])
         return learner
+
+    def _grow(self, job_id: str, spec: JobSpec, base: float, report: Report) -> None:
+        """Fold a report's raw noise scale, at its batch and progress, into its type's `NoiseGrowth`."""
+        total = spec.target.steps
+        if not (report.batch and total and report.grad_sqr is not None and report.grad_var is not None):
+            return
+        growth = self.noise_growth.get(spec.job_type or "")
+        if growth is None:
+            growth = self.noise_growth[spec.job_type or ""] = NoiseGrowth()
+        growth.observe(job_id, report.step / total, report.batch, noise_scale(report.grad_sqr, report.grad_var, base),
+                       (base, total))
 
     def forget(self, job_id: str) -> None:
         """Drop a finished job's learner; its rows stay in its type's prior."""
@@ -564,7 +580,10 @@ class ModelBook:
                 local.setdefault(r.nodes > 1, []).append(r.batch / max(r.workers, 1))
             ranges = tuple((multi, min(v), max(v)) for multi, v in sorted(local.items()))
             law = self.speed(learner, optimistic=True)[0] if learner.form is Form.ALLREDUCE else speed
-            goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges, noise.at if noise else 0.0)
+            learned = self.noise_growth.get(spec.job_type or "") if goodput_law.GROWTH_LEARNED else None
+            total = spec.target.steps
+            growth = learned.growth(learner.step / total if total else 0.0) if learned is not None else None
+            goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges, noise.at if noise else 0.0, growth)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner) if type_speed is None else type_speed, goodput=goodput,
