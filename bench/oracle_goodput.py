@@ -164,11 +164,13 @@ class OracleBook(ModelBook):
         elif truth is not None and self.law.startswith("part-") and fitted.goodput is not None:
             g = fitted.goodput
             seen = frozenset((c.workers, c.nodes) for c in learner.rows)
-            fields.update(goodput=GoodputSpeed(PartSteps(g.speed, truth, seen, self.law[5:]), g.bounds, g.phi, g.local))
+            fields.update(goodput=GoodputSpeed(PartSteps(g.speed, truth, seen, self.law[5:]), g.bounds, g.phi, g.local,
+                                               g.at))  # (`at`: the noise scale's batch, as the fitted law's)
         elif truth is not None and self.law == "remaining":
             fields.update(remaining=max(truth.total_steps - learner.step, 0.0))
         elif truth is not None and fitted.goodput is not None:  # "throughput"
-            fields.update(goodput=GoodputSpeed(TruthSteps(truth), spec.adaptive_batch, fitted.goodput.phi))
+            fields.update(goodput=GoodputSpeed(TruthSteps(truth), spec.adaptive_batch, fitted.goodput.phi, (),
+                                               fitted.goodput.at))
         out = object.__new__(JobModel)
         out.__dict__.update(fields)
         return out

@@ -31,6 +31,7 @@ from trainmaster.models.goodput import GoodputSpeed, NoiseGrowth, NoiseScale, no
 from trainmaster.models.priors import TypePriors
 from trainmaster.models.speed import (
     N_PARAMS,
+    Anchored,
     Config,
     Form,
     LinearScaling,
@@ -410,6 +411,9 @@ class ModelBook:
         # A job's own fit solved when its coefficients are first read (`speed.deferred_fit`), not when it is
         # asked for: on Philly nobody reads a running job's speed. False: solved at once (the reference).
         self.defer_own_fits = True
+        # A goodput own fit predicts beyond the job's largest size by its type's pooled scaling (`speed.Anchored`).
+        # Off: screened by best25 (bench/results/trainmaster.md, session 22), lost w1 and w2 at load 1.
+        self.anchor_unseen = False
         self.learners: dict[str, JobLearner] = {}
         self.priors = TypePriors()
         self.type_rates: dict[str, TypeRates] = {}  # job type -> its jobs' speeds per GPU type
@@ -535,7 +539,14 @@ class ModelBook:
             siblings = self.priors.rows(job_type, learner.form, exclude=learner.job_id) if job_type and pooled else []
             weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
             if not cross_slope and learner.form is Form.ALLREDUCE:
-                return self._own_law(learner, own, siblings, weights), "own fit"
+                law = self._own_law(learner, own, siblings, weights)
+                typed = self.priors.fitted(job_type, learner.form, need, False) if self.anchor_unseen and job_type \
+                    else None
+                if law is None or typed is None:
+                    return law, "own fit"
+                top = max(own, key=lambda r: (r.config.workers, -r.config.nodes)).config
+                return Anchored(law, for_local_max(typed, learner.local_max) or typed, top.workers, top.nodes), \
+                    "own fit"
             solve = deferred_fit if self.defer_own_fits else fit
             return solve(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
         prior = self.priors.fitted(job_type, learner.form, need, cross_slope) if job_type else None
