@@ -100,3 +100,22 @@ def test_journal_moves_the_line_and_a_skipped_version_rebuilds() -> None:
     assert [r[-1] for r in line.order] == list("dace") and line.by_gang[two][0][-1] == "d"
     line.follow(_snap(views, 4, frozenset()), rank.__getitem__)  # (version 3 skipped)
     assert line.rebuilt == 2 and [r[-1] for r in line.order] == list("acde")
+
+
+def test_an_unjournaled_departure_rebuilds_and_anchored_gangs_have_no_key_when_mixed() -> None:
+    """Direct: a pending job gone from the snapshot with no journal entry (the count disagrees) rebuilds; an
+    elastic gang of several tasks anchored on on-demand nodes has a key on a plain cluster, none on a mixed one
+    (`gang_key`'s rule). The replays have neither."""
+    rank = {jid: (0, float(i), 0.0, jid) for i, jid in enumerate("abc")}
+    line = PendingRank()
+    views = {jid: _view(jid, 1) for jid in "ab"}
+    views["c"] = JobView(id="c", spec=simple_job("c", 2, min_gpus=2, max_gpus=4, anchors_on_demand=True),
+                         state=JobState.PENDING, submit_time=0)
+    assert views["c"].spec.anchored
+    line.follow(_snap(views, 1, frozenset()), rank.__getitem__)
+    c = gang_key(views["c"].spec, minimum(views["c"].spec), False)
+    assert c is not None and gang_key(views["c"].spec, minimum(views["c"].spec), True) is None
+    assert line.gangs(False)[2] == c and line.gangs(True)[2] is None and line.anchored == {"c"}
+    del views["a"]
+    line.follow(_snap(views, 2, frozenset()), rank.__getitem__)
+    assert line.rebuilt == 2 and [r[-1] for r in line.order] == ["b", "c"]

@@ -237,8 +237,8 @@ class PendingRank:
     Keys: `gang_key(spec, minimum(spec), False)` (what a pending job of `current_or_min` asks); a job whose gang
     has no key on a mixed cluster (`anchored`, n > 1) is listed in `anchored`. The order calls `move` when it
     rekeys an entry, `drop` when a job leaves, `follow` after a full visit. Where the journal cannot serve
-    (no journal, a version skipped, a partial visit in between) `follow` rebuilds from the pending ids (the
-    reference path; the class switch `kept = False` rebuilds every time).
+    (no journal, a version skipped, a partial visit in between, a count that disagrees) `follow` rebuilds from
+    the pending ids (the reference path; the class switch `kept = False` rebuilds every time).
     """
 
     kept: ClassVar[bool] = True
@@ -314,6 +314,8 @@ class PendingRank:
                 self.drop(jid)  # (a rebuilt view: its spec may differ, so its key)
             if view is not None and jid in pending:
                 self._add(jid, view.spec, rank_of(jid))
+        if len(gang_of) != len(pending):  # (a pending job gone without a journal entry: the count tells)
+            self.rebuild(snap, rank_of)
         self.stamp = stamp
 
     def rebuild(self, snap: Snapshot, rank_of: Callable[[str], tuple[object, ...]]) -> None:
