@@ -4,7 +4,8 @@
 order's own rekeying (starvation promotions: a pending job's rank moves without a new view). At every full
 visit of a contended replay (tiresias; trainmaster's LAS rule, the same order class) it must equal a rebuild
 from the snapshot's pending ids: the ranks in order, each gang key's part, each job's key. The plans are the
-same with the line kept, rebuilt every time (`PendingRank.kept = False`) or not kept at all.
+same with the line kept, rebuilt every time (`PendingRank.kept = False`) or not kept at all (the product's
+default, `TiresiasOrder.ranked_line = False`, until a place phase reads it).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def _as_rebuilt(order: list[JobView], self: TiresiasOrder, snap: Snapshot) -> in
 
 @pytest.mark.parametrize("preset", ["tiresias", "trainmaster"])
 def test_kept_line_is_a_rebuild_at_every_visit(preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TiresiasOrder, "ranked_line", True)  # (off in the product until a reader needs it)
     spies: dict[str, Any] = {"order": (TiresiasOrder, "__call__", _as_rebuilt),
                              "rebuild": (PendingRank, "rebuild")}
     fast, slow = on_and_off(monkeypatch, lambda: preset_plans(preset, WORKLOAD), (PendingRank, "kept"),

@@ -312,7 +312,7 @@ class PendingRank:
             view = jobs.get(jid)
             if jid in gang_of:
                 self.drop(jid)  # (a rebuilt view: its spec may differ, so its key)
-            if view is not None and jid in pending:
+            if view is not None and view.pending:  # (the view's, not `jid in pending`: a scan of a tuple)
                 self._add(jid, view.spec, rank_of(jid))
         if len(gang_of) != len(pending):  # (a pending job gone without a journal entry: the count tells)
             self.rebuild(snap, rank_of)

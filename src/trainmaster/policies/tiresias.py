@@ -128,8 +128,9 @@ class TiresiasOrder:
     # of them. False: compare and copy every live job's view (the reference).
     follow: ClassVar[bool] = True
     # `ranked_line`: keep `line`, the pending jobs in rank order with their gang keys (`cycle.PendingRank`),
-    # moved on at each full visit. False: no line kept (nothing reads it yet: step 1 of the blocked rest).
-    ranked_line: ClassVar[bool] = True
+    # moved on at each full visit. Off until a place phase reads it (step 2 of the blocked rest, not built):
+    # its upkeep (a gang key per job that joins the line, bisections per move) buys nothing before that.
+    ranked_line: ClassVar[bool] = False
 
     def __init__(self, threshold: float, starvation: float | None, incremental: bool = True) -> None:
         self.threshold = threshold
