@@ -15,6 +15,7 @@ verdicts for the current cluster); a preset's own (tiresias' queues) is its fiel
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain, compress, filterfalse, islice
@@ -45,6 +46,7 @@ _SUBMIT_ORDER = attrgetter("submit_time", "id")
 _SUBMIT = attrgetter("submit_time")
 _ID = attrgetter("id")
 _KEY_ID = itemgetter(1)  # of a (submit time, id) key
+_RANK = itemgetter(1)  # of a `PendingRank.gang_of` entry
 
 
 def by_submit_time(snap: Snapshot) -> list[JobView]:
@@ -221,6 +223,128 @@ class KeptGangs:
         if number is None:
             number = self.numbers[key] = len(self.numbers) + 1  # (from 1: a key is never falsy)
         return number
+
+
+class PendingRank:
+    """The pending jobs in rank order, with the gang key each asks at its minimum, kept across decisions by the
+    order hook that ranks them (`TiresiasOrder`) and moved on by the snapshot's journal: step 1 of the blocked
+    rest kept across decisions (`bench/results/tiresias-blocked-rest.md`). A long line's blocked rest is its
+    pending jobs past the point where every gang key still ahead failed; the place phase can only leave it
+    unwritten (per-key segments) if who is pending, in which order, and under which key, is known without a
+    pass over the line. `order` holds the pending jobs' rank keys sorted (the order's own keys, unique, with the
+    id last); `by_gang` each gang key's part of it (sorted); `gang_of` each pending id's (key, its rank key).
+
+    Keys: `gang_key(spec, minimum(spec), False)` (what a pending job of `current_or_min` asks); a job whose gang
+    has no key on a mixed cluster (`anchored`, n > 1) is listed in `anchored`. The order calls `move` when it
+    rekeys an entry, `drop` when a job leaves, `follow` after a full visit. Where the journal cannot serve
+    (no journal, a version skipped, a partial visit in between, a count that disagrees) `follow` rebuilds from
+    the pending ids (the reference path; the class switch `kept = False` rebuilds every time).
+    """
+
+    kept: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.order: list[tuple[object, ...]] = []
+        self.by_gang: dict[GangKey | None, list[tuple[object, ...]]] = {}
+        self.gang_of: dict[str, tuple[GangKey | None, tuple[object, ...]]] = {}
+        self.anchored: set[str] = set()
+        self.stamp: tuple[object, int] | None = None  # the snapshot `order` is of (None: rebuild next time)
+        self.rebuilt = 0  # full rebuilds (the tests count the journal's share)
+
+    @staticmethod
+    def gang(spec: JobSpec) -> tuple[GangKey | None, bool]:
+        """A pending job's gang key at its minimum (not mixed), and whether a mixed cluster gives it none."""
+        want = minimum(spec)
+        key = gang_key(spec, want, False)
+        return key, key is not None and key[-1] != 1 and spec.anchored  # (`gang_key`'s mixed rule: n > 1)
+
+    def _add(self, jid: str, spec: JobSpec, rank: tuple[object, ...]) -> None:
+        key, anchored = self.gang(spec)
+        self.gang_of[jid] = (key, rank)
+        bisect.insort(self.order, rank)
+        bisect.insort(self.by_gang.setdefault(key, []), rank)
+        if anchored:
+            self.anchored.add(jid)
+
+    def drop(self, jid: str) -> None:
+        """`jid` is pending no more (or left)."""
+        found = self.gang_of.pop(jid, None)
+        if found is None:
+            return
+        key, rank = found
+        order = self.order
+        del order[bisect.bisect_left(order, rank)]
+        part = self.by_gang[key]
+        del part[bisect.bisect_left(part, rank)]
+        if not part:
+            del self.by_gang[key]
+        self.anchored.discard(jid)
+
+    def move(self, jid: str, rank: tuple[object, ...]) -> None:
+        """The order rekeyed `jid` (a pending job's new rank key)."""
+        found = self.gang_of.get(jid)
+        if found is None or found[1] == rank:
+            return
+        key = found[0]
+        self.gang_of[jid] = (key, rank)
+        order, part = self.order, self.by_gang[key]
+        del order[bisect.bisect_left(order, found[1])]
+        del part[bisect.bisect_left(part, found[1])]
+        bisect.insort(order, rank)
+        bisect.insort(part, rank)
+
+    def stale(self) -> None:
+        """A visit the journal does not follow (a partial snapshot): rebuild at the next full one."""
+        self.stamp = None
+
+    def follow(self, snap: Snapshot, rank_of: Callable[[str], tuple[object, ...]]) -> None:
+        """After the order's full visit of `snap`: the pending jobs moved on by its journal, or rebuilt."""
+        pending = snap.pending_ids
+        stamp = ((pending.origin, pending.version) if isinstance(pending, PendingIds)
+                 and pending.changed is not None else None)
+        if (not self.kept or stamp is None or self.stamp is None or self.stamp != (stamp[0], stamp[1] - 1)):
+            self.rebuild(snap, rank_of)
+            self.stamp = stamp
+            return
+        assert isinstance(pending, PendingIds) and pending.changed is not None
+        jobs, gang_of = snap.jobs, self.gang_of
+        for jid in pending.changed | pending.joined | pending.left:  # (a few per decision)
+            view = jobs.get(jid)
+            if jid in gang_of:
+                self.drop(jid)  # (a rebuilt view: its spec may differ, so its key)
+            if view is not None and view.pending:  # (the view's, not `jid in pending`: a scan of a tuple)
+                self._add(jid, view.spec, rank_of(jid))
+        if len(gang_of) != len(pending):  # (a pending job gone without a journal entry: the count tells)
+            self.rebuild(snap, rank_of)
+        self.stamp = stamp
+
+    def rebuild(self, snap: Snapshot, rank_of: Callable[[str], tuple[object, ...]]) -> None:
+        """From the snapshot's pending ids (the reference)."""
+        self.rebuilt += 1
+        pending = snap.pending_ids
+        if pending is None:
+            pending = tuple(jid for jid, j in snap.jobs.items() if j.pending)
+        jobs, gang = snap.jobs, self.gang
+        by_gang: dict[GangKey | None, list[tuple[object, ...]]] = {}
+        gang_of: dict[str, tuple[GangKey | None, tuple[object, ...]]] = {}
+        anchored: set[str] = set()
+        for jid in pending:
+            key, anchor = gang(jobs[jid].spec)
+            rank = rank_of(jid)
+            gang_of[jid] = (key, rank)
+            by_gang.setdefault(key, []).append(rank)
+            if anchor:
+                anchored.add(jid)
+        for part in by_gang.values():
+            part.sort()
+        self.order = sorted(map(_RANK, gang_of.values()))
+        self.by_gang, self.gang_of, self.anchored = by_gang, gang_of, anchored
+
+    def gangs(self, mixed: bool) -> list[GangKey | None]:
+        """Each pending job's gang key, in rank order, on a cluster `mixed` or not (`gang_key`'s)."""
+        by_rank = {rank: (None if mixed and jid in self.anchored else key)
+                   for jid, (key, rank) in self.gang_of.items()}
+        return list(map(by_rank.__getitem__, self.order))
 
 
 class BlockedLine:

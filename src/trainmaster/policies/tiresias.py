@@ -33,7 +33,7 @@ from typing import ClassVar
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
-from trainmaster.policies.cycle import Cycle, KeptSizes, place_in_order
+from trainmaster.policies.cycle import Cycle, KeptSizes, PendingRank, place_in_order
 from trainmaster.policies.pending import PendingDemand
 from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot
@@ -127,6 +127,10 @@ class TiresiasOrder:
     # (`stamp`: its origin and version), and moves `views` on by them: no pass over every live job, no copy
     # of them. False: compare and copy every live job's view (the reference).
     follow: ClassVar[bool] = True
+    # `ranked_line`: keep `line`, the pending jobs in rank order with their gang keys (`cycle.PendingRank`),
+    # moved on at each full visit. Off until a place phase reads it (step 2 of the blocked rest, not built):
+    # its upkeep (a gang key per job that joins the line, bisections per move) buys nothing before that.
+    ranked_line: ClassVar[bool] = False
 
     def __init__(self, threshold: float, starvation: float | None, incremental: bool = True) -> None:
         self.threshold = threshold
@@ -152,13 +156,18 @@ class TiresiasOrder:
         self.safe: dict[str, float] = {}  # Q0 job held at its last visit -> a time it cannot cross before
         self.crossings: list[tuple[float, str]] = []  # heap of `safe`'s items (entries that disagree: stale)
         self.stamp: tuple[object, int] | None = None  # the snapshot of the last full visit (`follow`)
+        # The pending jobs in rank order with their gang keys, moved on with `keys` (`cycle.PendingRank`).
+        self.line = PendingRank()
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         entries = self.entries
         jobs = snap.jobs
+        ranked = self.ranked_line
         if not self.partial:
             for jid in entries.keys() - jobs.keys():  # (a C-level difference: few jobs leave at a time)
                 self._drop(entries.pop(jid).key)
+                if ranked:
+                    self.line.drop(jid)
                 self.views.pop(jid, None)
                 self.low.discard(jid)
                 self.waiting.pop(jid, None)
@@ -191,6 +200,11 @@ class TiresiasOrder:
                     waiting.pop(jid, None)
             else:
                 visit_one(job, now)
+        if ranked:
+            if self.partial:
+                self.line.stale()
+            else:
+                self.line.follow(snap, self._rank_key)
         if self.kept_order:
             # (After a full visit `views` is a dict copy of `jobs`: read there, not through the snapshot's proxy.)
             read = self.views if self.incremental and not self.partial else jobs
@@ -206,6 +220,11 @@ class TiresiasOrder:
             self._drop(e.key)
         e.rekey(job)
         bisect.insort(self.keys, e.key)
+        if not new and self.ranked_line:
+            self.line.move(job.id, e.key)
+
+    def _rank_key(self, jid: str) -> tuple[int, float, float, str]:
+        return self.entries[jid].key
 
     def _drop(self, key: tuple[int, float, float, str]) -> None:
         keys = self.keys
