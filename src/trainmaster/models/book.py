@@ -25,13 +25,11 @@ from typing import Generic, TypeVar
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.events import Report
 from trainmaster.core.job import JobSpec, Role, Target
-from trainmaster.models import goodput as goodput_law
 from trainmaster.models.convergence import LossCurve, Progress, fit_loss_curve, remaining_steps
-from trainmaster.models.goodput import GoodputSpeed, NoiseGrowth, NoiseScale, noise_scale
+from trainmaster.models.goodput import GoodputSpeed, NoiseScale
 from trainmaster.models.priors import TypePriors
 from trainmaster.models.speed import (
     N_PARAMS,
-    Anchored,
     Config,
     Form,
     LinearScaling,
@@ -411,9 +409,6 @@ class ModelBook:
         # A job's own fit solved when its coefficients are first read (`speed.deferred_fit`), not when it is
         # asked for: on Philly nobody reads a running job's speed. False: solved at once (the reference).
         self.defer_own_fits = True
-        # A goodput own fit predicts beyond the job's largest size by its type's pooled scaling (`speed.Anchored`).
-        # Off: screened by best25 (bench/results/trainmaster.md, session 22), lost w1 and w2 at load 1.
-        self.anchor_unseen = False
         self.learners: dict[str, JobLearner] = {}
         self.priors = TypePriors()
         self.type_rates: dict[str, TypeRates] = {}  # job type -> its jobs' speeds per GPU type
@@ -421,7 +416,6 @@ class ModelBook:
         self._speed_tag: dict[str, tuple[int, int | None]] = {}  # job -> (its version, its prior's) of `_speed`
         self._law: dict[str, tuple[SpeedPredictor | None, str]] = {}  # `_speed`'s twin for `speed(optimistic=True)`
         self._law_tag: dict[str, tuple[int, int | None]] = {}
-        self.noise_growth: dict[str, NoiseGrowth] = {}  # job type -> its noise scale's growth (`GROWTH_LEARNED`)
 
     def learner(self, job_id: str, spec: JobSpec) -> JobLearner:
         found = self.learners.get(job_id)
@@ -455,10 +449,7 @@ class ModelBook:
                 if moving is not None and types and (len(types) > 1 or gpu_type not in types):
                     moving(spec.job_type)
                 pooled.add(c, gpu_type, speed)
-        changed = learner.observe(report, held)
-        if goodput_law.GROWTH_LEARNED and learner.noise is not None and spec.job_type:
-            self._grow(job_id, spec, learner.noise.base, report)
-        if not changed:
+        if not learner.observe(report, held):
             return False
         self._speed.pop(job_id, None)
         self._law.pop(job_id, None)
@@ -491,17 +482,6 @@ class ModelBook:
         if pooled is not None:
             pooled.add(last[2], gpu_type, last[1])
         return learner
-
-    def _grow(self, job_id: str, spec: JobSpec, base: float, report: Report) -> None:
-        """Fold a report's raw noise scale, at its batch and progress, into its type's `NoiseGrowth`."""
-        total = spec.target.steps
-        if not (report.batch and total and report.grad_sqr is not None and report.grad_var is not None):
-            return
-        growth = self.noise_growth.get(spec.job_type or "")
-        if growth is None:
-            growth = self.noise_growth[spec.job_type or ""] = NoiseGrowth()
-        growth.observe(job_id, report.step / total, report.batch, noise_scale(report.grad_sqr, report.grad_var, base),
-                       (base, total))
 
     def forget(self, job_id: str) -> None:
         """Drop a finished job's learner; its rows stay in its type's prior."""
@@ -539,14 +519,7 @@ class ModelBook:
             siblings = self.priors.rows(job_type, learner.form, exclude=learner.job_id) if job_type and pooled else []
             weights = [1.0] * len(own) + [self.prior_weight / max(len(siblings), 1)] * len(siblings)
             if not cross_slope and learner.form is Form.ALLREDUCE:
-                law = self._own_law(learner, own, siblings, weights)
-                typed = self.priors.fitted(job_type, learner.form, need, False) if self.anchor_unseen and job_type \
-                    else None
-                if law is None or typed is None:
-                    return law, "own fit"
-                top = max(own, key=lambda r: (r.config.workers, -r.config.nodes)).config
-                return Anchored(law, for_local_max(typed, learner.local_max) or typed, top.workers, top.nodes), \
-                    "own fit"
+                return self._own_law(learner, own, siblings, weights), "own fit"
             solve = deferred_fit if self.defer_own_fits else fit
             return solve(learner.form, own + siblings, weights, cross_slope=cross_slope), "own fit"
         prior = self.priors.fitted(job_type, learner.form, need, cross_slope) if job_type else None
@@ -591,10 +564,7 @@ class ModelBook:
                 local.setdefault(r.nodes > 1, []).append(r.batch / max(r.workers, 1))
             ranges = tuple((multi, min(v), max(v)) for multi, v in sorted(local.items()))
             law = self.speed(learner, optimistic=True)[0] if learner.form is Form.ALLREDUCE else speed
-            learned = self.noise_growth.get(spec.job_type or "") if goodput_law.GROWTH_LEARNED else None
-            total = spec.target.steps
-            growth = learned.growth(learner.step / total if total else 0.0) if learned is not None else None
-            goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges, noise.at if noise else 0.0, growth)
+            goodput = GoodputSpeed(law or speed, spec.adaptive_batch, phi, ranges, noise.at if noise else 0.0)
         return JobModel(job_id=job_id, form=learner.form, batch=learner.batch, speed=speed, basis=basis,
                         step=learner.step, remaining=left, configs=len(learner.rows), curve=curve,
                         type_speed=self.type_speed(learner) if type_speed is None else type_speed, goodput=goodput,

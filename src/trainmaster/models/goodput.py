@@ -23,8 +23,6 @@ sizing keeps the plain speed model (`policies/goodput.py` says why).
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -43,17 +41,6 @@ STRETCH = 2.0  # a fitted speed law is trusted this factor beyond the local batc
 # at 0.5; 0.2 and 0.5 smaller, 0.7 lost) and the keep rule (session 21: every Pollux load, elastic-free,
 # Philly-derived).
 NOISE_GROWTH = 0.3
-# (a switch; off: `NOISE_GROWTH` for every job) The growth learned per job type from its jobs' reports
-# (`NoiseGrowth`): the truth's differs per application (early epochs: deepspeech2 ~0.6, cifar10 ~0.4, imagenet
-# ~0.15, yolov3 ~0). Off because it lost best24's w1-4 screen at load 1 (every variant: w1 +16..+70 s, w2
-# +6..+106 s): the exponents it learns are nearer the truth's, but a lower one (imagenet, yolov3) deepens the law's
-# pessimism about a long job's speedup from more GPUs, which 0.3 offsets (bench/results/trainmaster.md, session 22).
-GROWTH_LEARNED = False
-GROWTH_WEIGHT = 1.0  # the prior `NOISE_GROWTH`'s weight, in pairs one doubling of the batch apart
-GROWTH_RANGE = (0.0, 1.0)  # a learned exponent is clamped to this
-GROWTH_SPAN = 0.1  # a job's two reports bracket another's progress only this close (fraction of its target)
-GROWTH_BINS = 1  # the exponent per progress bin (fraction of the target); 1: one per type
-GROWTH_PEERS = 16  # a report is set against its cohort's latest jobs only (bounded work per report)
 
 
 def gain(batch: float, base: float, noise: float) -> float:
@@ -139,67 +126,6 @@ class NoiseScale:
         return noise_scale(sqr, var, self.base)
 
 
-class NoiseGrowth:
-    """One job type's noise-scale growth with the batch, learned from its jobs' reports.
-
-    The noise scale depends on training progress as well as on the batch it is
-    read at, so two reports only say how it grows with the batch at the same
-    progress: each report (progress `f`, the fraction of the job's target; batch
-    `b`; its raw `phi`) is set against every other job of its cohort (the same
-    base batch and target, so the same `f` is the same epoch: progress is counted
-    in base-batch steps, whose epochs differ per base) whose two reports at one
-    batch bracket `f` (within `GROWTH_SPAN`, `log phi` interpolated to `f`; the
-    cohort's `GROWTH_PEERS` latest jobs): a pair `(log b - log b', log phi - log phi')`.
-    The exponent is the pairs' slope through the origin, shrunk towards
-    `NOISE_GROWTH` (`GROWTH_WEIGHT` pairs a doubling apart) and clamped to
-    `GROWTH_RANGE`; per progress bin when `GROWTH_BINS` > 1.
-    """
-
-    def __init__(self, prior: float = NOISE_GROWTH, weight: float = GROWTH_WEIGHT, bins: int = GROWTH_BINS) -> None:
-        self.prior = prior
-        self.weight = weight * math.log(2.0) ** 2
-        self.bins = max(bins, 1)
-        # cohort -> job -> its reports' progress, (log b, log phi)
-        self._runs: dict[object, dict[str, tuple[list[float], list[tuple[float, float]]]]] = {}
-        self._sums = [[0.0, 0.0] for _ in range(self.bins)]  # per bin: sum dx dy, sum dx^2
-        self.pairs = 0
-
-    def _bin(self, progress: float) -> list[float]:
-        return self._sums[min(max(int(progress * self.bins), 0), self.bins - 1)]
-
-    def observe(self, job_id: str, progress: float, batch: float, phi: float, cohort: object = None) -> None:
-        """Fold one report in (`phi` read at `batch`, `progress` in [0, 1]); ignored unless all are finite > 0."""
-        if not (batch > 0 and 0 < phi < math.inf and math.isfinite(progress)):
-            return
-        x, y = math.log(batch), math.log(phi)
-        sums = self._bin(progress)
-        runs = self._runs.setdefault(cohort, {})
-        for other, (fs, pts) in itertools.islice(reversed(runs.items()), GROWTH_PEERS):
-            if other == job_id:
-                continue
-            i = bisect.bisect_left(fs, progress)
-            if i == 0 or i == len(fs) or fs[i] - fs[i - 1] > GROWTH_SPAN or pts[i][0] != pts[i - 1][0]:
-                continue
-            dx = x - pts[i][0]
-            if abs(dx) < 0.05:  # the same batch: no slope
-                continue
-            w = (progress - fs[i - 1]) / (fs[i] - fs[i - 1])
-            dy = y - (pts[i - 1][1] + w * (pts[i][1] - pts[i - 1][1]))
-            sums[0] += dx * dy
-            sums[1] += dx * dx
-            self.pairs += 1
-        fs, pts = runs.setdefault(job_id, ([], []))
-        if not fs or progress > fs[-1]:
-            fs.append(progress)
-            pts.append((x, y))
-
-    def growth(self, progress: float = 0.0) -> float:
-        """The exponent at `progress` (shrunk towards the prior, clamped)."""
-        sxy, sxx = self._bin(progress)
-        slope = (sxy + self.weight * self.prior) / (sxx + self.weight)
-        return min(max(slope, GROWTH_RANGE[0]), GROWTH_RANGE[1])
-
-
 def batch_candidates(bounds: BatchRange, workers: int, local: tuple[float, float] | None = None) -> list[int]:
     """Global batches to try on `workers` replicas: whole multiples of `workers` within the bounds.
 
@@ -231,7 +157,6 @@ class GoodputSpeed(SpeedPredictor):
     # (multi-node, smallest, largest local batch) the speed was measured at, per regime (`trusted`)
     local: tuple[tuple[bool, float, float], ...] = ()
     at: float = 0.0  # the batch `phi` was measured at (`NoiseScale.at`); 0: the base
-    growth: float | None = None  # the noise scale's growth exponent (`NoiseGrowth`); None: `NOISE_GROWTH`
     _best: dict[Config, tuple[int, float]] = field(default_factory=dict, compare=False, repr=False)
 
     def goodput(self, c: Config, batch: float) -> float:
@@ -239,10 +164,9 @@ class GoodputSpeed(SpeedPredictor):
 
     def gain(self, batch: float) -> float:
         """Progress of one step at `batch` in steps at the base (`grown_gain` when `NOISE_GROWTH` is on)."""
-        growth = NOISE_GROWTH if self.growth is None else self.growth
-        if growth:
+        if NOISE_GROWTH:
             return grown_gain(batch, self.bounds.base, self.phi, self.at or self.bounds.base, self.bounds.min,
-                              growth)
+                              NOISE_GROWTH)
         return gain(batch, self.bounds.base, self.phi)
 
     def best(self, c: Config) -> tuple[int, float]:

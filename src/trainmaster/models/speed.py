@@ -239,30 +239,6 @@ class Scaled(SpeedPredictor):
         return self.base.steps_per_s(c) * self.factor
 
 
-@dataclass(frozen=True)
-class Anchored(SpeedPredictor):
-    """A job's own law up to the most workers it ran (`workers` on `nodes`), its type's scaling beyond, anchored there.
-
-    Beyond its largest size a job's own fit extrapolates from its few sizes; its type's pooled fit (the siblings
-    that ran larger) has measured the shape there. Above `workers`: `own(anchor) * type(c) / type(anchor)`, the
-    anchor `c` at `workers` on `nodes` (same global batch). `ModelBook.anchor_unseen` (off: screened, best25).
-    """
-
-    own: SpeedPredictor
-    type_law: SpeedPredictor
-    workers: int
-    nodes: int
-
-    def steps_per_s(self, c: Config) -> float:
-        if c.workers <= self.workers:
-            return self.own.steps_per_s(c)
-        anchor = c._replace(workers=self.workers, nodes=self.nodes)
-        ref = self.type_law.steps_per_s(anchor)
-        if ref <= 0:
-            return self.own.steps_per_s(c)
-        return self.own.steps_per_s(anchor) * self.type_law.steps_per_s(c) / ref
-
-
 @dataclass(frozen=True, slots=True)
 class Row:
     """One observed configuration: mean of `y = g/f` over `count` reports."""
