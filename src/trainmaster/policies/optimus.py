@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count, islice, repeat
-from operator import attrgetter, is_not, itemgetter, not_
+from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import NamedTuple
 
 from trainmaster.core.errors import SpecError
@@ -54,7 +54,7 @@ from trainmaster.core.states import JobState
 from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
-from trainmaster.policies.snapshot import JobView, Plan, Snapshot
+from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot
 from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Workspace, minimum
 
@@ -77,6 +77,7 @@ _SPEC = attrgetter("spec")  # (of a view, a `_Shape`, or `_UNSEEN`)
 _TOTAL = attrgetter("total")
 _KEY = attrgetter("key")
 _GPUS = itemgetter(2)
+_BUDGET, _DEADLINE = attrgetter("spec.budget"), attrgetter("spec.deadline")  # (of a view: C-level reads)
 _STEPS = ((1, 0), (0, 1), (1, 1))  # increments: (+workers, +ps)
 
 
@@ -228,6 +229,9 @@ class Optimus:
     # GPUs' minimum checked (`_tail_shapes`); True: the keys in one pass and the waits in another where every
     # spec is in the index (the reference's answer then, `_misfit_tail`).
     fused_tail = True
+    # False: every decision runs the phases (the reference). True: a decision whose snapshot follows the last one
+    # decided with nothing a decision reads moved is answered with that plan (`_unmoved`).
+    skip_unmoved = True
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
                  interval: float | None = INTERVAL_S, goodput: bool = False, restart_share: float = 0.0) -> None:
@@ -254,11 +258,43 @@ class Optimus:
         self._arrived: set[str] = set()
         self.held_in_bulk = True  # False: unchanged running jobs assigned one by one (the slow reference)
         self.interval = interval
+        self._last: tuple[Snapshot, Plan] | None = None  # the last snapshot decided and its plan (`skip_unmoved`)
         self.cycle = Cycle(name=self.name, order=by_submit_time, size=self.size, place=self.place,
                            preemptive=True, interval=interval)
 
     def decide(self, snapshot: Snapshot) -> Plan:
-        return self.cycle.decide(snapshot)
+        last = self._last
+        if last is not None and self.skip_unmoved and self._unmoved(snapshot, last[0]):
+            self._last = (snapshot, last[1])
+            return last[1]
+        plan = self.cycle.decide(snapshot)
+        self._last = (snapshot, plan) if self.skip_unmoved else None
+        return plan
+
+    def _unmoved(self, snap: Snapshot, before: Snapshot) -> bool:
+        """Whether `snap` decides as `before` did: the controller's next snapshot with no job joined, left or
+        changed (the journal, then the very views, in order), the same cluster, free total and queues, the very
+        model objects (a model's fields never change; what a lazy one computes is kept once read, and `renew`
+        keeps it only while that holds) and no budget or deadline (they read the clock). The phases read nothing
+        else of a snapshot (not `now`: the busy gate's window is off with `restart_share` 0), and what they keep
+        across decisions (shapes, the line, the cluster memo) answers as worked out anew. Between two
+        decisions on a quiet cluster (the 60 s interval, nothing arrived or ended) most of Philly's decisions."""
+        pending, was = snap.pending_ids, before.pending_ids
+        if not (isinstance(pending, PendingIds) and isinstance(was, PendingIds) and pending.origin is was.origin
+                and pending.version == was.version + 1 and pending.changed is not None and not pending.changed
+                and not pending.joined and not pending.left and not self.restart_share):
+            return False
+        if snap.cluster is not before.cluster or snap.free_total != before.free_total or snap.queues != before.queues:
+            return False
+        jobs, had = snap.jobs, before.jobs
+        if len(jobs) != len(had) or not all(map(is_, jobs.values(), had.values())) or list(jobs) != list(had):
+            return False
+        if any(map(is_not, map(_BUDGET, jobs.values()), repeat(None))) \
+                or any(map(is_not, map(_DEADLINE, jobs.values()), repeat(None))):
+            return False
+        models, known = snap.models, before.models
+        return len(models) == len(known) and list(models) == list(known) \
+            and all(map(is_, models.values(), known.values()))
 
     # -- phase 3: size -------------------------------------------------------
     def size(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
