@@ -25,15 +25,11 @@ and says so. A fixed-size job cannot trade: only placement (per dollar) serves i
 from __future__ import annotations
 
 import math
-from itertools import repeat
-from operator import attrgetter, is_not
 
 from trainmaster.core.job import JobSpec, Role
 from trainmaster.models.book import JobModel
 from trainmaster.policies.snapshot import JobView, Snapshot
 from trainmaster.policies.workspace import Workspace
-
-_BUDGET, _DEADLINE = attrgetter("spec.budget"), attrgetter("spec.deadline")  # (of a view: C-level reads)
 
 Sizes = dict[str, dict[Role, int]]
 
@@ -62,17 +58,10 @@ def _options(spec: JobSpec, want: dict[Role, int], model: JobModel, spare: int) 
     return out
 
 
-# False: every job visited one by one whether or not any has a budget or deadline (the reference).
-check_any = True
-
-
 def apply_objectives(snap: Snapshot, jobs: list[JobView], sizes: Sizes, ws: Workspace) -> Sizes:
     """Resize the elastic jobs with a budget or deadline (module doc); notes say when one cannot be met."""
     if not snap.models:  # (no job has a model: each would be passed over, a Python step per live job)
         return sizes
-    if check_any and not (any(map(is_not, map(_BUDGET, jobs), repeat(None)))
-                                or any(map(is_not, map(_DEADLINE, jobs), repeat(None)))):
-        return sizes  # (no job has an objective: the same, in C-level passes, not a Python step per live job)
     spare: int | None = None
     for job in jobs:
         spec = job.spec
