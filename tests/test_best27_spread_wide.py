@@ -47,9 +47,23 @@ def test_sizes_one_node_holds_and_gangs_without_room_stay_where_the_grow_put_the
     assert _per_node(got) == {"n0": 4, "n1": 4}
     spread_wide(ws, ws.snap.jobs["a"], got, 2)
     assert ws.allocations["a"] == got and sum(r.gpu for r in ws.free.values()) == 0
+    ws, got = _grown(4, {"n2": 4, "n3": 3}, 8)  # room for 2 + 2 + 1 only: more nodes, but not the whole gang
+    spread_wide(ws, ws.snap.jobs["a"], got, 2)
+    assert ws.allocations["a"] == got and _per_node(got) == {"n0": 4, "n1": 4}
     ws, got = _grown(4, {"n1": 2}, 8)
     spread_wide(ws, ws.snap.jobs["a"], got, 4)  # at most 4 a node: what the grow did already
     assert ws.allocations["a"] == got
+
+
+def test_the_grow_phase_spreads_with_the_switch_on_only() -> None:
+    for spread_to, want in ((2, {"n0": 2, "n1": 2, "n2": 2, "n3": 2}), (0, {"n0": 4, "n2": 4})):
+        cl = cluster(4, 4)
+        snap = snapshot(cl, running("a", 4, on="n0", min_gpus=1, max_gpus=16), running("f", 2, on="n1"))
+        ws = Workspace(snap)
+        sizing = GainSizing(spread_to=spread_to)
+        sizing.target = {"a": {Role.WORKER: 8}}
+        sizing.grow(snap, [], ws)
+        assert _per_node(ws.allocations["a"]) == want
 
 
 def test_only_the_trainmaster_preset_turns_it_on() -> None:
