@@ -23,6 +23,8 @@
   resize also charged 2% of the job's remaining time (`RESTART_SHARE`); the
   base hook's shrinking for pending jobs and services' headroom only while a
   service is live (`only_with_services`: the targets already leave room);
+  a grown job whose size needs more than one node re-placed at most two
+  workers a node where the free nodes allow (`SPREAD_TO`, `spread_wide`);
 - reservation and backfill for the blocked head job;
 - batch size: adaptive jobs run at the batch with the most goodput
   (`policies/goodput.py`), switched in place (`Plan.rebatch`) when a better
@@ -78,6 +80,13 @@ Why the goodput law grows the noise scale with the batch (issue 11, session 21; 
 says why): one noise scale read at a small batch made small batches look cheap, so short jobs claimed GPUs at
 batches that earn little; grown, it is better at every Pollux load again (1,730 / 2,586 / 3,403 / 4,950) and on
 the Philly-derived set (2,498).
+
+Why a grown multi-node job is spread two workers a node (issue 11, best27): on a full cluster half the
+GPU-seconds already ran on more nodes than their size needs, and the truth (the Pollux profiles' measured
+placements) charged that nothing net: one-node sizes spread lose rate, but a multi-node job syncs faster spread
+thin than on two full nodes (yolov3 24% faster where it ran spread). Spreading the grown multi-node jobs on
+purpose is better at every Pollux load (bench/results/trainmaster.md, session 23). It reads the placements
+of one testbed: a cluster whose packed placements sync faster would want `spread_to` = 0.
 """
 
 from __future__ import annotations
