@@ -18,7 +18,11 @@ waits and the (re)start delays they add up to the excess over the bound (`check`
 The model's predicted goodput at each held size and batch (`GoodputSpeed.goodput` of the model the
 controller held when the run began) against the truth there: time-weighted signed and absolute error.
 
-    .venv/bin/python -m bench.contention [--load 1] [--workloads 1-2] [--setting elastic] [--rates]
+`--spread` (best27) reads the same pieces for placement alone: the share of each application's GPU-s run on more
+nodes than its size needs (`pollux_bound.packed`, 4-GPU nodes), and the truth's charge for it at the batch it ran
+(`PeerTruth.at_counts` on the held nodes vs packed, same size and batch; `spread_split`).
+
+    .venv/bin/python -m bench.contention [--load 1] [--workloads 1-2] [--setting elastic] [--rates] [--spread]
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class Piece:
     predicted: float | None
     throughput: float = math.nan  # the model's predicted optimizer steps/s there over the truth's, minus 1
     doubling: float = math.nan  # the model's predicted speedup from twice the GPUs (packed) over the truth's, minus 1
+    batch: int | None = None  # the global batch it ran at (None: its truth models no batches)
 
 
 _STEPS: dict[tuple[str, tuple[int, ...]], list[tuple[float, float]]] = {}
@@ -133,11 +138,39 @@ def rate_split(pieces: Sequence[Piece], truth: PeerTruth, app: str, cap: int | N
     return out
 
 
+SPREAD_COLUMNS = ("GPU-s", "spread GPU-s %", "extra nodes", "spread loss", "spread rate loss %")
+
+
+def spread_split(pieces: Sequence[Piece], truth: PeerTruth) -> dict[str, float]:
+    """GPU-s run on more nodes than the size needs (`packed`), and what the truth charges for it: seconds the job
+    would not have run packed at the same size and batch (`dt - dp / r(packed)`: the truth's rate there), the mean
+    extra nodes and the rate lost (time-weighted over the spread pieces); pieces without a batch are left out."""
+    gpu_s = spread = extra = lost = slow = timed = one_gpu_s = one_lost = 0.0
+    for p in pieces:
+        g = sum(p.counts)
+        gpu_s += p.dt * g
+        whole = packed(g)
+        if p.batch is None or len(p.counts) <= len(whole):
+            continue
+        rate = truth.at_counts(whole, p.batch, p.done).rate
+        spread += p.dt * g
+        extra += p.dt * (len(p.counts) - len(whole))
+        lost += p.dt - p.dp / rate
+        slow += p.dt * (1.0 - p.dp / p.dt / rate)
+        timed += p.dt
+        if len(whole) == 1:  # a size one node holds
+            one_gpu_s += p.dt * g
+            one_lost += p.dt - p.dp / rate
+    return {"GPU-s": gpu_s, "spread GPU-s": spread, "spread time": timed, "extra node-s": extra, "spread loss": lost,
+            "slow s": slow, "one-node spread GPU-s": one_gpu_s, "one-node loss": one_lost}
+
+
 def follow_rates(engine: SimEngine, controller: Controller) -> dict[str, list[Piece]]:
     """Wrap the engine's `_advance` / `_set_rate` (bench-only) to record every job's `Piece`s as it runs."""
     pieces: dict[str, list[Piece]] = defaultdict(list)
     ids = {id(job): jid for jid, job in engine._jobs.items()}
     predicted: dict[str, tuple[float | None, float, float]] = {}
+    batches: dict[str, int | None] = {}
     advance, set_rate = engine._advance, engine._set_rate
 
     def advance_(job: Any, now: float) -> None:
@@ -146,7 +179,7 @@ def follow_rates(engine: SimEngine, controller: Controller) -> dict[str, list[Pi
         if job.running and now > since and job.done > before:
             jid = ids[id(job)]
             pieces[jid].append(Piece(now - since, job.done - before, before, tuple(worker_counts(alloc)),
-                                     *predicted.get(jid, (None, math.nan, math.nan))))
+                                     *predicted.get(jid, (None, math.nan, math.nan)), batches.get(jid)))
 
     def set_rate_(job: Any, now: float) -> None:
         set_rate(job, now)
@@ -154,6 +187,7 @@ def follow_rates(engine: SimEngine, controller: Controller) -> dict[str, list[Pi
         model = controller.models.get(jid)
         counts = worker_counts(job.allocation)
         predicted[jid] = (None, math.nan, math.nan)
+        batches[jid] = job.run.batch if job.run is not None else None
         if model is not None and model.goodput is not None and job.batch is not None and job.run is not None and counts:
             c = Config(workers=sum(counts), ps=0, nodes=len(counts), batch=float(job.batch))
             g = model.goodput
@@ -252,16 +286,20 @@ def main() -> None:
     parser.add_argument("--setting", default="elastic", choices=sorted(SETTINGS))
     parser.add_argument("--preset", default="trainmaster")
     parser.add_argument("--rates", action="store_true", help="also split the time run by rate (module doc)")
+    parser.add_argument("--spread", action="store_true", help="also the GPU-s run spread over more nodes than "
+                        "needed, and the truth's charge for it (module doc)")
     args = parser.parse_args()
     folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:.1f}")
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     rated: dict[str, list[dict[str, float]]] = defaultdict(list)
+    spreads: dict[str, list[dict[str, float]]] = defaultdict(list)
+    follow = args.rates or args.spread
     total_gpus = sum(n.capacity.gpu for n in parse_shorthand(CLUSTER).nodes)
     for n in parse_range(args.workloads):
         with open(folder / f"workload-{n}.csv", newline="") as f:
             meta = {r["name"]: r for r in csv.DictReader(f)}
-        truths = truths_of(args.load, n, args.setting) if args.rates else {}
-        steps, records, delay, pieces = replay(args.load, n, args.setting, args.preset, args.rates)
+        truths = truths_of(args.load, n, args.setting) if follow else {}
+        steps, records, delay, pieces = replay(args.load, n, args.setting, args.preset, follow)
         idle, used, span = idle_while_waiting(records, steps, total_gpus)
         waste = sum(split(rec, steps[jid], delay)["delay GPU-s"] for jid, rec in records.items())
         print(f"workload {n}: GPU-s held through (re)start delays {waste:,.0f} ({waste / used:.1%} of those held)")
@@ -278,6 +316,8 @@ def main() -> None:
             rows[r["application"]].append(row)
             if args.rates:
                 rated[r["application"]].append(rated_row(rec, row, pieces[jid], truths[jid], r["application"], cap))
+            if args.spread:
+                spreads[r["application"]].append({**spread_split(pieces[jid], truths[jid]), "ran": row["run"]})
     every = [x for v in rows.values() for x in v]
     excess = sum(x["excess"] for x in every)
     print(f"load {args.load:g}, workloads {args.workloads}, {args.setting}, {args.preset}; mean s per job")
@@ -290,6 +330,8 @@ def main() -> None:
         print(f"| {app} | {len(v)} | {cells} | {sum(x['excess'] for x in v) / excess:.0%} |")
     if args.rates:
         print_rates(rated)
+    if args.spread:
+        print_spread(spreads)
 
 
 def truths_of(load: float, index: int, setting: str) -> dict[str, PeerTruth]:
@@ -311,6 +353,26 @@ def rated_row(rec: JobRecord, row: dict[str, float], pieces: list[Piece], truth:
            "pred err %": got["pred err %"], "pred |err| %": got["pred |err| %"],
            "steps/s err %": got["steps/s err %"], "2x err %": got["2x err %"]}
     return out
+
+
+def print_spread(spreads: dict[str, list[dict[str, float]]]) -> None:
+    """The `--spread` table: per application, the GPU-s run spread, the mean extra nodes while spread, the
+    truth's charge (s per job; a negative one: faster spread than packed) and the rate lost while spread."""
+    every = [x for v in spreads.values() for x in v]
+    print("\nspread: GPU-s on more nodes than the size needs; loss = s a job would not have run packed (same size "
+          "and batch, the truth's rate); rate loss = 1 - rate held / rate packed while spread")
+    print("| application | jobs | GPU-s a job | spread GPU-s % | extra nodes | spread loss (s a job) | "
+          "of the time run % | spread rate loss % | one-node sizes: spread GPU-s % | loss (s a job) |")
+    print("| --- | ---: |" + " ---: |" * 8)
+    groups = sorted(spreads.items(), key=lambda kv: -sum(x["spread loss"] for x in kv[1]))
+    for app, v in [*groups, ("all", every)]:
+        t = {k: sum(x[k] for x in v) for k in v[0]}
+        timed = t["spread time"] or math.inf  # (none spread: the per-spread-second columns read 0)
+        cells = (f"{t['GPU-s'] / len(v):,.0f}", f"{100 * t['spread GPU-s'] / t['GPU-s']:.1f}",
+                 f"{t['extra node-s'] / timed:.2f}", f"{t['spread loss'] / len(v):,.1f}",
+                 f"{100 * t['spread loss'] / t['ran']:.2f}", f"{100 * t['slow s'] / timed:.1f}",
+                 f"{100 * t['one-node spread GPU-s'] / t['GPU-s']:.1f}", f"{t['one-node loss'] / len(v):,.1f}")
+        print(f"| {app} | {len(v)} | {' | '.join(cells)} |")
 
 
 def print_rates(rated: dict[str, list[dict[str, float]]]) -> None:

@@ -23,6 +23,8 @@
   resize also charged 2% of the job's remaining time (`RESTART_SHARE`); the
   base hook's shrinking for pending jobs and services' headroom only while a
   service is live (`only_with_services`: the targets already leave room);
+  a grown job whose size needs more than one node re-placed at most two
+  workers a node where the free nodes allow (`SPREAD_TO`, `spread_wide`);
 - reservation and backfill for the blocked head job;
 - batch size: adaptive jobs run at the batch with the most goodput
   (`policies/goodput.py`), switched in place (`Plan.rebatch`) when a better
@@ -78,6 +80,13 @@ Why the goodput law grows the noise scale with the batch (issue 11, session 21; 
 says why): one noise scale read at a small batch made small batches look cheap, so short jobs claimed GPUs at
 batches that earn little; grown, it is better at every Pollux load again (1,730 / 2,586 / 3,403 / 4,950) and on
 the Philly-derived set (2,498).
+
+Why a grown multi-node job is spread two workers a node (issue 11, best27): on a full cluster half the
+GPU-seconds already ran on more nodes than their size needs, and the truth (the Pollux profiles' measured
+placements) charged that nothing net: one-node sizes spread lose rate, but a multi-node job syncs faster spread
+thin than on two full nodes (yolov3 24% faster where it ran spread). Spreading the grown multi-node jobs on
+purpose is better at every Pollux load (bench/results/trainmaster.md, session 23). It reads the placements
+of one testbed: a cluster whose packed placements sync faster would want `spread_to` = 0.
 """
 
 from __future__ import annotations
@@ -88,7 +97,8 @@ from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import Literal
 
-from trainmaster.core.job import JobKind
+from trainmaster.core.allocation import Allocation, on_nodes
+from trainmaster.core.job import JobKind, Role
 from trainmaster.core.states import JobState
 from trainmaster.policies.backfill import backfill as backfill_hook
 from trainmaster.policies.cycle import AfterHook, Cycle, KeptSizes, OrderHook, SizeHook, Sizes, current_or_min
@@ -101,12 +111,13 @@ from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.tiresias import INTERVAL
-from trainmaster.policies.workspace import Workspace
+from trainmaster.policies.workspace import Workspace, _copies
 
 Backfill = Literal["none", "greedy", "reserve"]
 TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias' tick)
 RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
 REBATCH_GAIN = 1.05  # a running job switches batch in place when the new one promises this much more goodput
+SPREAD_TO = 2  # the trainmaster preset's `GainSizing.spread_to`: workers a node for a grown multi-node job
 _KIND, _ELASTIC = attrgetter("spec.kind"), attrgetter("spec.elastic")  # of a view (C-level reads)
 
 
@@ -120,6 +131,9 @@ class GainSizing:
     job a target. Running jobs above their target shrink to it now; pending jobs
     ask for their minimum, so preemption and reservations never act for more.
     Phase 5 (`grow`): jobs below their target grow to it, in order, where it fits.
+    With `spread_to` (0: off), a grown job whose size needs more than one node is
+    then re-placed at most `spread_to` workers a node where the free nodes allow
+    (`spread_wide`: the grow restarts it anyway).
 
     Only elastic training jobs get a target, so while none is admitted the greedy (a step per admitted job)
     is skipped: its sizes would all be dropped, and it leaves nothing behind that a later decision reads.
@@ -128,9 +142,10 @@ class GainSizing:
 
     skip_fixed = True  # False: run the greedy even when no admitted job can get a target (the reference)
 
-    def __init__(self, optimus: Optimus | None = None) -> None:
+    def __init__(self, optimus: Optimus | None = None, spread_to: int = 0) -> None:
         self.optimus = optimus or Optimus(goodput=True, restart_share=RESTART_SHARE)
         self.target: Sizes = {}
+        self.spread_to = spread_to
 
     def size(self, base: SizeHook) -> SizeHook:
         def size(snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
@@ -155,8 +170,42 @@ class GainSizing:
             held = ws.allocations.get(job.id)
             want = self.target[job.id]
             if held and any(held.count(r) < n for r, n in want.items()):
-                try_place(ws, job, {r: max(n, held.count(r)) for r, n in want.items()})
+                got = try_place(ws, job, {r: max(n, held.count(r)) for r, n in want.items()})
+                if self.spread_to and isinstance(got, Allocation):
+                    spread_wide(ws, job, got, self.spread_to)
         return blocked
+
+
+def spread_wide(ws: Workspace, job: JobView, got: Allocation, most: int) -> None:
+    """Re-place `job`'s worker gang, just placed at `got` over more than one node, at most `most` workers a
+    node (most free GPUs first, node name on ties) where that takes more nodes than `got`; else `got` stays.
+
+    Why (issue 11, best27): in the Pollux profiles' measured placements a multi-node job syncs slower on
+    two full nodes than spread thinner (yolov3's 8 GPUs on 4+4 1.2-1.7 s a step, on 2+2+2+2 0.9-1.1 s; bert
+    and deepspeech2 alike), and on a full cluster a grown job lands on two or three nodes' leftovers. Only
+    one-role gangs on a one-GPU-type cluster (no type quota to re-check); a size one node holds stays packed
+    (spread, those lose 30-70% of their rate).
+    """
+    spec = job.spec
+    task = spec.roles[Role.WORKER].resources if set(spec.roles) == {Role.WORKER} else None
+    n = got.count(Role.WORKER)
+    if task is None or not task.gpu or len(ws.memo.traits.gpu_types) > 1 or len(got.nodes) * most >= n:
+        return
+    pool = ws.memo.pool(spec)
+    if n * task.gpu <= max((node.capacity.gpu for node in pool.nodes), default=0):
+        return  # (a size one node holds)
+    ws.assign(job, None)
+    free = ws.free
+    per: dict[str, int] = {}
+    todo = n
+    for name in sorted((x for x in pool.names if x in free), key=lambda x: (-free[x].gpu, x)):
+        k = min(_copies(task, free[name]), most, todo)  # (a GPU task: never -1, unbounded)
+        if k > 0:
+            per[name] = k
+            todo -= k
+            if not todo:
+                break
+    ws.assign(job, got if todo or len(per) <= len(got.nodes) else on_nodes(Role.WORKER, per))
 
 
 def _any_elastic_training(jobs: list[JobView]) -> bool:
@@ -254,7 +303,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
           min_runtime: float = MIN_RUNTIME, load_line: float = LOAD_LINE, interval: float | None = 300.0,
           use_models: bool = False, reserve_after: float = 0.0, victim_index: bool = True,
           las: bool = False, gain: bool = False, fill: bool = True, adaptive: bool = False,
-          srtf: bool = False) -> Cycle:
+          srtf: bool = False, spread_to: int = 0) -> Cycle:
     """A queue-aware cycle.
 
     `backfill`: "none" (strict order: a blocked head job blocks everyone after
@@ -264,7 +313,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     `las`: Tiresias' attained-service order and preemption within a queue and
     priority (`policies/las.py`); `gain`: elastic targets by Optimus' marginal
     gain (`GainSizing`); `fill`: EDL's growth into idle capacity last;
-    `adaptive`: an `AdaptiveCycle` (batch sizes, wake-ups at LAS demotions).
+    `adaptive`: an `AdaptiveCycle` (batch sizes, wake-ups at LAS demotions); `spread_to`: `GainSizing`'s.
     """
     strict = backfill != "greedy"
     after: list[AfterHook] = []
@@ -277,7 +326,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
     size: SizeHook = shrink_for_pending(strict, load_line) if elastic else current_or_min
     if elastic and gain:
         size = only_with_services(size)
-        sizing = GainSizing()
+        sizing = GainSizing(spread_to=spread_to)
         size = sizing.size(size)
         after.append(sizing.grow)
     if elastic and fill:
@@ -297,7 +346,7 @@ def build(name: str, *, backfill: Backfill = "reserve", elastic: bool = True, pr
 
 def make() -> Cycle:
     cycle = build("trainmaster", use_models=True, las=True, gain=True, fill=False, interval=None, adaptive=True,
-                  srtf=True)
+                  srtf=True, spread_to=SPREAD_TO)
     assert isinstance(cycle, AdaptiveCycle)
     cycle.resize_tick = RESIZE_TICK
     return cycle
