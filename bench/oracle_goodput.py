@@ -24,6 +24,9 @@ fourteenth look, which counts no micro-batches (`fitted` is the product's, which
 `part-P` (fifteenth look): the fitted goodput law (its trust region kept), but the truth's steps/s
 at the sizes of one part P of `bench.law_audit`'s regimes only: `unseen-multi` (multi-node
 (workers, nodes) the job has not run), `unseen-one` or `seen`: what that part's law error costs.
+`unseen-one` splits (best26) into `unseen-below` (one-node sizes under the most workers the job ran:
+interpolation), `unseen-above` (one-node sizes over it: extrapolation up to a node) and `unseen-first`
+(one-node sizes of a job that has run nothing yet: its type prior's speed, read for its first size).
 
 Bench-only: users' controllers always build their own `ModelBook`.
 
@@ -48,7 +51,7 @@ from trainmaster.controller.loop import Controller
 from trainmaster.core.cluster import parse_shorthand
 from trainmaster.core.job import JobSpec
 from trainmaster.engines.sim.engine import SimEngine
-from trainmaster.models.book import JobLearner, JobModel, ModelBook
+from trainmaster.models.book import JobLearner, JobModel, ModelBook, set_fields
 from trainmaster.models.goodput import GoodputSpeed
 from trainmaster.models.speed import Config, SpeedPredictor
 from trainmaster.policies.registry import make_policy
@@ -56,7 +59,8 @@ from trainmaster.workloads.base import Workload
 from trainmaster.workloads.pollux_peer import PeerTruth
 
 WHAT = ("fitted", "oracle", "throughput", "efficiency", "remaining")
-PARTS = ("unseen-multi", "unseen-one", "seen")  # where `part-P` lets the truth's steps/s in (`PartSteps`)
+# where `part-P` lets the truth's steps/s in (`PartSteps`); `unseen-one` = `unseen-below` + `unseen-above`
+PARTS = ("unseen-multi", "unseen-one", "seen", "unseen-below", "unseen-above", "unseen-first")
 MODES = (*(f"{w}{r}{f}" for w in WHAT for r in ("", "-reported") for f in ("", "-free")), "nocap",
          *(f"part-{p}" for p in PARTS))
 NODE_GPUS = 4  # the cluster's GPUs per node (CLUSTER = 16x4)
@@ -121,10 +125,21 @@ class PartSteps:
     part: str
 
     def steps_per_s(self, c: Config) -> float:
-        regime = "seen" if (c.workers, c.nodes) in self.seen else "unseen-multi" if c.nodes > 1 else "unseen-one"
-        if regime != self.part:
+        if self.part not in regimes(c, self.seen):
             return self.fitted.steps_per_s(c)
         return self.truth.at_counts(counts_of(c.workers, c.nodes), int(c.batch), 0.0).steps_per_s
+
+
+def regimes(c: Config, seen: frozenset[tuple[int, int]]) -> tuple[str, ...]:
+    """The `PARTS` a candidate (workers, nodes) is in, for a job that ran the shapes `seen` (empty: none yet)."""
+    if (c.workers, c.nodes) in seen:
+        return ("seen",)
+    if c.nodes > 1:
+        return ("unseen-multi",)
+    if not seen:
+        return ("unseen-first",)
+    below = c.workers < max(w for w, _ in seen)
+    return ("unseen-one", "unseen-below" if below else "unseen-above")
 
 
 class OracleBook(ModelBook):
@@ -148,6 +163,12 @@ class OracleBook(ModelBook):
         fitted = super().model(job_id, spec, speed_basis, type_speed)
         truth = self.truths.get(job_id) if self.law else None
         learner = self.learner(job_id, spec)
+        if truth is not None and self.law == "part-unseen-first":  # the type prior's speed, until the first report
+            if learner.rows or fitted.speed is None or spec.adaptive_batch is None:
+                return fitted
+            fields = dict(fitted.__dict__)
+            fields.update(speed=PartSteps(fitted.speed, truth, frozenset(), "unseen-first"))
+            return set_fields(object.__new__(JobModel), fields)
         if truth is not None and self.reported_only and not learner.rows:
             truth = None
         if spec.adaptive_batch is None or (truth is None and self.paced):
@@ -171,9 +192,7 @@ class OracleBook(ModelBook):
         elif truth is not None and fitted.goodput is not None:  # "throughput"
             fields.update(goodput=GoodputSpeed(TruthSteps(truth), spec.adaptive_batch, fitted.goodput.phi, (),
                                                fitted.goodput.at))
-        out = object.__new__(JobModel)
-        out.__dict__.update(fields)
-        return out
+        return set_fields(object.__new__(JobModel), fields)
 
     def unreported_model(self, learner: JobLearner, spec: JobSpec, speed_basis: tuple[SpeedPredictor | None, str],
                          type_speed: Mapping[str, float], made: dict[tuple[object, ...], JobModel]) -> JobModel:
