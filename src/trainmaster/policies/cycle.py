@@ -19,10 +19,10 @@ import bisect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain, compress, filterfalse, islice
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, eq, is_not, itemgetter, not_
 from time import perf_counter
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
@@ -249,6 +249,10 @@ class PendingRank:
         self.gang_of: dict[str, tuple[GangKey | None, tuple[object, ...]]] = {}
         self.anchored: set[str] = set()
         self.stamp: tuple[object, int] | None = None  # the snapshot `order` is of (None: rebuild next time)
+        self.at: Snapshot | None = None  # the very snapshot `follow` last moved it to (None: stale)
+        # Each key met, interned: equal keys are one tuple, so a reader maps a job's key by `id` (a key holds
+        # a `Role`, whose hash is a Python frame) -- `blocked_rest`.
+        self.interned: dict[GangKey | None, GangKey | None] = {}
         self.rebuilt = 0  # full rebuilds (the tests count the journal's share)
 
     @staticmethod
@@ -258,8 +262,13 @@ class PendingRank:
         key = gang_key(spec, want, False)
         return key, key is not None and key[-1] != 1 and spec.anchored  # (`gang_key`'s mixed rule: n > 1)
 
-    def _add(self, jid: str, spec: JobSpec, rank: tuple[object, ...]) -> None:
+    def _gang(self, spec: JobSpec) -> tuple[GangKey | None, bool]:
+        """`gang`, its key interned."""
         key, anchored = self.gang(spec)
+        return self.interned.setdefault(key, key), anchored
+
+    def _add(self, jid: str, spec: JobSpec, rank: tuple[object, ...]) -> None:
+        key, anchored = self._gang(spec)
         self.gang_of[jid] = (key, rank)
         bisect.insort(self.order, rank)
         bisect.insort(self.by_gang.setdefault(key, []), rank)
@@ -295,13 +304,14 @@ class PendingRank:
 
     def stale(self) -> None:
         """A visit the journal does not follow (a partial snapshot): rebuild at the next full one."""
-        self.stamp = None
+        self.stamp = self.at = None
 
     def follow(self, snap: Snapshot, rank_of: Callable[[str], tuple[object, ...]]) -> None:
         """After the order's full visit of `snap`: the pending jobs moved on by its journal, or rebuilt."""
         pending = snap.pending_ids
         stamp = ((pending.origin, pending.version) if isinstance(pending, PendingIds)
                  and pending.changed is not None else None)
+        self.at = snap
         if (not self.kept or stamp is None or self.stamp is None or self.stamp != (stamp[0], stamp[1] - 1)):
             self.rebuild(snap, rank_of)
             self.stamp = stamp
@@ -324,7 +334,7 @@ class PendingRank:
         pending = snap.pending_ids
         if pending is None:
             pending = tuple(jid for jid, j in snap.jobs.items() if j.pending)
-        jobs, gang = snap.jobs, self.gang
+        jobs, gang = snap.jobs, self._gang
         by_gang: dict[GangKey | None, list[tuple[object, ...]]] = {}
         gang_of: dict[str, tuple[GangKey | None, tuple[object, ...]]] = {}
         anchored: set[str] = set()
@@ -348,17 +358,85 @@ class PendingRank:
 
 
 class BlockedLine:
-    """The switch of `place_in_order`'s `Workspace.blocked_line` (False: preemption sorts and keys its
-    claimants itself, the reference)."""
+    """The switches of `place_in_order`'s `Workspace.blocked_line`.
+
+    `line_keys` False: preemption sorts and keys its claimants itself (the reference). `cut` (step 2 of the
+    blocked rest, `bench/results/tiresias-blocked-rest.md`): where the order keeps its pending jobs in rank
+    order (`PendingRank`, tiresias), the place loop stops at the point where every gang key still ahead
+    failed with the current free total, and leaves the rest's outcome in C-level passes (`blocked_rest`).
+    False: the order keeps no line and the loop walks every job (the reference)."""
 
     line_keys: ClassVar[bool] = True
+    cut: ClassVar[bool] = True
+    cut_from: ClassVar[int] = 64  # (a shorter rest: the loop's steps cost less than the passes' set-up)
 
 
 def _ignore(key: GangKey | None) -> None:
     return
 
 
-def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
+def _same(key: GangKey) -> GangKey | None:
+    return key
+
+
+_KEY = itemgetter(0)  # of a `PendingRank.gang_of` entry
+_LAST = itemgetter(-1)  # of a rank key: the id
+_COUNTS = attrgetter("role_counts")  # of an allocation
+_TASKS_OF = attrgetter("allocation.tasks")  # of a view
+
+
+def blocked_rest(line: PendingRank, jobs: list[JobView], at: int, failed: Mapping[GangKey, tuple[Resources, Wait]],
+                 number: Callable[[GangKey], GangKey | None], ws: Workspace, sizes: Mapping[str, Mapping[Role, int]]
+                 ) -> tuple[list[str], list[JobView], list[GangKey | None], list[Wait]] | None:
+    """What the place loop would do with `jobs[at + 1:]`, found without a step per job; None where it cannot
+    tell (the loop then goes on).
+
+    It can tell where, past `jobs[at]` (a pending job in `line`), every gang key among the pending jobs
+    failed with the current free total (`failed`, keyed as the loop keys: `number` maps a key tuple to it) and
+    every job holding resources keeps what it holds (`want` equal to its held counts): the loop then only
+    blocks each pending job with its key's wait. Those jobs are read off `line` (their ids in rank order,
+    the rejected left out) and checked to be exactly the non-holders of the rest; their keys by the interned
+    tuple's `id`. The caller's contract: a pending job's `want` is its minimum (`current_or_min`, no models).
+    Returns the blocked ids, their views, their keys as the loop keys them, and their waits.
+    """
+    found = line.gang_of.get(jobs[at].id)
+    if found is None:
+        return None
+    rank, free, rejected = found[1], ws.total_free, ws.rejected
+    numbers: dict[int, GangKey | None] = {}
+    waits: dict[int, Wait] = {}
+    for key, part in line.by_gang.items():  # (a few keys)
+        if part[-1] <= rank:  # (none of it is after the cut)
+            continue
+        n = None if key is None else number(key)
+        seen = None if n is None else failed.get(n)
+        if seen is None or seen[0] is not free:
+            after = part[bisect.bisect_right(part, rank):]
+            if len(after) > len(rejected) or not all(map(rejected.__contains__, map(_LAST, after))):
+                return None  # (a key the loop would search for again)
+            continue
+        numbers[id(key)], waits[id(key)] = n, seen[1]
+    rest = jobs[at + 1:]
+    allocations = ws.allocations
+    holds = list(map(allocations.__contains__, map(_ID, rest)))
+    held = list(compress(map(_ID, rest), holds))
+    # (`role_counts` equal to `want`: the loop's "keeps what it holds"; entries are never empty before a release)
+    if not all(map(eq, map(_COUNTS, map(allocations.__getitem__, held)), map(sizes.get, held))):
+        return None
+    views = list(compress(rest, map(not_, holds)))
+    ids = list(map(_LAST, islice(line.order, bisect.bisect_right(line.order, rank), None)))
+    if rejected:
+        ids = list(filterfalse(rejected.__contains__, ids))
+    if ids != list(map(_ID, views)) or any(map(_TASKS_OF, views)):  # (the line is the loop's pending rest)
+        return None
+    gang_of = line.gang_of
+    keyed = list(map(id, map(_KEY, map(gang_of.__getitem__, ids))))
+    if not all(map(waits.__contains__, keyed)):
+        return None
+    return ids, views, list(map(numbers.__getitem__, keyed)), list(map(waits.__getitem__, keyed))
+
+
+def place_in_order(strict: bool, skip_misfits: bool = True, ranked: PendingRank | None = None) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
     `skip_misfits`: a pending job whose gang (`gang_key`, kept per view: `KeptGangs`) did not fit, with
@@ -368,6 +446,11 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
     With `skip_misfits`, over the workspace's own ranked jobs and `line_keys` on, the blocked jobs (in rank
     order) and the gang key each was found with are left as `Workspace.blocked_line`, so preemption neither
     checks their order nor reads their keys again (one append per blocked job instead of passes over the line).
+
+    `ranked`: the order's pending jobs in rank order (`PendingRank`), for a policy whose pending jobs ask their
+    minimum (`current_or_min`): with `BlockedLine.cut`, once every key still ahead failed, the rest's outcome
+    comes from `blocked_rest` (no step, no `Workspace.gangs` entry per job; the same waits, blocked jobs and
+    line keys, in the same order).
     """
     memo = KeptGangs()
 
@@ -385,6 +468,9 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
         lined = skip_misfits and not strict and BlockedLine.line_keys and ws.ranked is jobs
         line: list[GangKey | None] = []
         keyed = line.append if lined else _ignore
+        cut = (ranked if lined and ranked is not None and BlockedLine.cut and ranked.at is snap and not mixed
+               and not snap.models and len(jobs) > BlockedLine.cut_from else None)
+        number = cast(Callable[[GangKey], GangKey | None], memo.numbers.get) if kept and KeptGangs.numbered else _same
         for job in jobs:  # (a step per live job, most of them keeping what they hold: kept lean)
             jid = job.id
             want = wanted(jid)
@@ -421,10 +507,19 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                 if held:  # cannot resize: keep the current allocation
                     continue
                 ws.block_for_room(job, want)
-                if key is not None:
-                    failed[key] = (ws.total_free, ws.waits[jid])
                 blocked.append(job)
                 keyed(key)
+                if key is not None:
+                    failed[key] = (ws.total_free, ws.waits[jid])
+                    if cut is not None:  # (a fresh failure: maybe the last search the rest needs)
+                        at = ws.rank[jid]
+                        rest = (blocked_rest(cut, jobs, at, failed, number, ws, sizes)
+                                if len(jobs) - at > BlockedLine.cut_from else None)
+                        if rest is not None:
+                            ws.waits.update(zip(rest[0], rest[3], strict=True))
+                            blocked.extend(rest[1])
+                            line.extend(rest[2])
+                            break
                 if strict and head is None:
                     head = job
         if lined:
