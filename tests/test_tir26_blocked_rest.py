@@ -59,18 +59,22 @@ def _walk(jobs: list[JobView], at: int, failed: Failed, number: Any, ws: Workspa
     return ids, keys, waits
 
 
-def _as_walked(rest: Any, line: PendingRank, jobs: list[JobView], at: int, failed: Failed, number: Any,
-               ws: Workspace, sizes: Mapping[str, Mapping[Role, int]]) -> bool:
-    """A cut's outcome is the walk's, job for job (views: the loop's own objects); whether it cut."""
-    if rest is None:
+def _as_walked(rest: Any, line: PendingRank, jid: str, failed: Failed, numbers: list[Any], ws: Workspace,
+               views: Mapping[str, JobView]) -> bool:
+    """A cut's outcome is the walk's, job for job (views: the loop's own objects); whether it cut. Also: the
+    line's slots are its keys' (`keyed[slots[i]]` is the key of `order[i]`)."""
+    assert [line.keyed[slot] for slot in line.slots] == [line.gang_of[rank[-1]][0] for rank in line.order]
+    if not isinstance(rest, cycle.Rest):
         return False
-    walked = _walk(jobs, at, failed, number, ws, sizes)
+    jobs = ws.ranked
+    assert jobs is not None
+    walked = _walk(jobs, ws.rank[jid], failed, lambda key: numbers[line.slot[key]], ws, ws.want)
     assert walked is not None
-    ids, views, keys, waits = rest
+    ids, views_, keys, waits = rest
     assert ids == walked[0] and keys == walked[1]
     assert all(a is b for a, b in zip(waits, walked[2], strict=True))
-    loops = [job for job in jobs[at + 1:] if job.id not in ws.allocations]
-    assert len(views) == len(loops) and all(v is job for v, job in zip(views, loops, strict=True))
+    loops = [job for job in jobs[ws.rank[jid] + 1:] if job.id not in ws.allocations]
+    assert len(views_) == len(loops) and all(v is job for v, job in zip(views_, loops, strict=True))
     return True
 
 
@@ -123,6 +127,11 @@ def _setup(views: dict[str, JobView]) -> tuple[PendingRank, list[JobView], Works
     return line, jobs, ws
 
 
+def _cut(*args: Any) -> cycle.Rest | None:
+    rest = cycle.blocked_rest(*args)
+    return rest if isinstance(rest, cycle.Rest) else None
+
+
 def test_cut_needs_every_key_ahead_failed() -> None:
     views = {f"j{i}": _view(f"j{i}", 8 if i % 2 else 16) for i in range(6)}  # two keys, neither fits in 4 GPUs
     line, jobs, ws = _setup(views)
@@ -130,33 +139,53 @@ def test_cut_needs_every_key_ahead_failed() -> None:
     eight = gang_key(views["j1"].spec, sizes["j1"], False)
     sixteen = gang_key(views["j0"].spec, sizes["j0"], False)
     assert eight is not None and sixteen is not None
+    numbers = list(line.keyed)  # (the loop's keys: the tuples themselves)
     for job in jobs[:2]:
         ws.block_for_room(job, sizes[job.id])
     failed: dict[GangKey, tuple[Resources, Wait]] = {sixteen: (ws.total_free, ws.waits["j0"])}
-    assert cycle.blocked_rest(line, jobs, 0, failed, cycle._same, ws, sizes) is None  # (j1's key not failed)
+    assert cycle.blocked_rest(line, "j0", failed, numbers, ws, views) == cycle.Awaited(eight)  # (j1's key)
     failed[eight] = (ws.total_free, ws.waits["j1"])
-    rest = cycle.blocked_rest(line, jobs, 1, failed, cycle._same, ws, sizes)
+    rest = _cut(line, "j1", failed, numbers, ws, views)
     assert rest is not None and rest[0] == ["j2", "j3", "j4", "j5"] and rest[2] == [sixteen, eight] * 2
-    assert rest[3] == [ws.waits["j0"], ws.waits["j1"]] * 2
+    assert rest[1] == [views[jid] for jid in rest[0]] and rest[3] == [ws.waits["j0"], ws.waits["j1"]] * 2
     ws.total_free = Resources(gpu=4)  # (another object: something moved since the failures)
-    assert cycle.blocked_rest(line, jobs, 1, failed, cycle._same, ws, sizes) is None
+    assert _cut(line, "j1", failed, numbers, ws, views) is None
     ws.total_free = failed[eight][0]
     ws.rejected["j3"] = "never fits"  # (rejected: in the line, not among the loop's jobs)
-    del views["j3"]
-    _, jobs2, _ = _setup(views)
-    assert cycle.blocked_rest(line, jobs2, 1, failed, cycle._same, ws, sizes) is not None
-    assert cycle.blocked_rest(line, jobs, 1, failed, cycle._same, ws, sizes) is None  # (the loop's j3: not the line's)
+    rest = _cut(line, "j1", failed, numbers, ws, views)
+    assert rest is not None and rest[0] == ["j2", "j4", "j5"] and rest[2] == [sixteen, sixteen, eight]
+    ws.rejected = {"j2": "never fits", "j4": "never fits"}  # (a key whose jobs ahead are all rejected)
+    del failed[sixteen]
+    rest = _cut(line, "j1", failed, numbers, ws, views)
+    assert rest is not None and rest[0] == ["j3", "j5"] and rest[3] == [ws.waits["j1"]] * 2
+    rest = _cut(line, "j0", failed, numbers, ws, views)  # (its own key: only rejected jobs after)
+    assert rest is not None and rest[0] == ["j1", "j3", "j5"]
+    ws.rejected = {}
+    assert _cut(line, "j0", failed, numbers, ws, views) is None
+    assert cycle.blocked_rest(line, "j9", failed, numbers, ws, views) is None  # (not in the line)
 
 
-def test_cut_needs_holders_keeping_what_they_hold() -> None:
-    views = {f"j{i}": _view(f"j{i}", 8) for i in range(4)}
+def test_cut_off_the_line_when_it_cannot_serve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line the order did not move to this very snapshot, or whose count disagrees with the loop's jobs,
+    is not read: the loop walks every job."""
+    monkeypatch.setattr(BlockedLine, "cut_from", 1)
+    views = {f"j{i}": _view(f"j{i}", 16) for i in range(6)}
     line, jobs, ws = _setup(views)
-    sizes: dict[str, Mapping[Role, int]] = {jid: minimum(v.spec) for jid, v in views.items()}
-    ws.block_for_room(jobs[0], sizes["j0"])
-    key = gang_key(views["j0"].spec, sizes["j0"], False)
-    assert key is not None
-    failed = {key: (ws.total_free, ws.waits["j0"])}
-    assert cycle.blocked_rest(line, jobs, 0, failed, cycle._same, ws, sizes) is not None
-    # A job the loop sees holding something it does not want (here: an empty entry): the loop would place it.
-    ws.allocations["j2"] = ws.snap.jobs["j2"].allocation
-    assert cycle.blocked_rest(line, jobs, 0, failed, cycle._same, ws, sizes) is None
+    sizes = {jid: minimum(v.spec) for jid, v in views.items()}
+    calls = []
+    real = cycle.blocked_rest
+    monkeypatch.setattr(cycle, "blocked_rest", lambda *a: calls.append(a) or real(*a))
+    place = cycle.place_in_order(strict=False, ranked=line)
+    line.at = ws.snap
+    assert [job.id for job in place(ws.snap, jobs, sizes, ws)] == list(views)
+    assert len(calls) == 1 and ws.blocked_line is not None and len(ws.blocked_line[1]) == 6
+    for at, extra in ((None, False), (ws.snap, True)):
+        line.at = at
+        if extra:
+            line.gang_of["ghost"] = line.gang_of["j0"]  # (a count that disagrees)
+        calls.clear()
+        _, jobs, ws = _setup(views)
+        if at is not None:
+            line.at = ws.snap
+        assert [job.id for job in place(ws.snap, jobs, sizes, ws)] == list(views)
+        assert not calls
