@@ -237,8 +237,9 @@ class PendingRank:
     Keys: `gang_key(spec, minimum(spec), False)` (what a pending job of `current_or_min` asks); a job whose gang
     has no key on a mixed cluster (`anchored`, n > 1) is listed in `anchored`. The order calls `move` when it
     rekeys an entry, `drop` when a job leaves, `follow` after a full visit. Where the journal cannot serve
-    (no journal, a version skipped, a partial visit in between, a count that disagrees) `follow` rebuilds from
-    the pending ids (the reference path; the class switch `kept = False` rebuilds every time).
+    (a version skipped, a partial visit in between, a count that disagrees) `follow` rebuilds from the pending
+    ids (the reference path; the class switch `kept = False` rebuilds every time); a snapshot without a journal
+    leaves it stale (`at` None: no reader uses it). `at`: the snapshot it is of, for a reader (`blocked_rest`).
     """
 
     kept: ClassVar[bool] = True
@@ -328,6 +329,9 @@ class PendingRank:
         pending = snap.pending_ids
         stamp = ((pending.origin, pending.version) if isinstance(pending, PendingIds)
                  and pending.changed is not None else None)
+        if stamp is None and self.kept:  # (no journal, a bare snapshot: a rebuild per decision, a key per
+            self.stamp = self.at = None  # pending job, would cost more than any reader saves: none is served)
+            return
         self.at = snap
         if (not self.kept or stamp is None or self.stamp is None or self.stamp != (stamp[0], stamp[1] - 1)):
             self.rebuild(snap, rank_of)
