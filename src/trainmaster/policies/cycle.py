@@ -19,10 +19,10 @@ import bisect
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import chain, compress, filterfalse, islice
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_not, itemgetter, not_
 from time import perf_counter
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, NamedTuple, cast
 
 from trainmaster.core.job import JobSpec, Role, TransientUse
 from trainmaster.core.resources import Resources
@@ -46,7 +46,7 @@ _SUBMIT_ORDER = attrgetter("submit_time", "id")
 _SUBMIT = attrgetter("submit_time")
 _ID = attrgetter("id")
 _KEY_ID = itemgetter(1)  # of a (submit time, id) key
-_RANK = itemgetter(1)  # of a `PendingRank.gang_of` entry
+_KEY, _RANK = itemgetter(0), itemgetter(1)  # of a `PendingRank.gang_of` entry (and of a (rank, slot) pair)
 
 
 def by_submit_time(snap: Snapshot) -> list[JobView]:
@@ -237,8 +237,9 @@ class PendingRank:
     Keys: `gang_key(spec, minimum(spec), False)` (what a pending job of `current_or_min` asks); a job whose gang
     has no key on a mixed cluster (`anchored`, n > 1) is listed in `anchored`. The order calls `move` when it
     rekeys an entry, `drop` when a job leaves, `follow` after a full visit. Where the journal cannot serve
-    (no journal, a version skipped, a partial visit in between, a count that disagrees) `follow` rebuilds from
-    the pending ids (the reference path; the class switch `kept = False` rebuilds every time).
+    (a version skipped, a partial visit in between, a count that disagrees) `follow` rebuilds from the pending
+    ids (the reference path; the class switch `kept = False` rebuilds every time); a snapshot without a journal
+    leaves it stale (`at` None: no reader uses it). `at`: the snapshot it is of, for a reader (`blocked_rest`).
     """
 
     kept: ClassVar[bool] = True
@@ -249,6 +250,14 @@ class PendingRank:
         self.gang_of: dict[str, tuple[GangKey | None, tuple[object, ...]]] = {}
         self.anchored: set[str] = set()
         self.stamp: tuple[object, int] | None = None  # the snapshot `order` is of (None: rebuild next time)
+        self.at: Snapshot | None = None  # the very snapshot `follow` last moved it to (None: stale)
+        # Each key met gets a slot (`keyed[slot]`: the key, one tuple for equal keys; `slot_of`: by the tuple's
+        # `id`, as a key holds a `Role`, whose hash is a Python frame), and `slots` holds each ranked job's slot,
+        # beside `order`: a reader takes a run of the line's keys as a slice (`blocked_rest`).
+        self.slot: dict[GangKey | None, int] = {}
+        self.keyed: list[GangKey | None] = []
+        self.slot_of: dict[int, int] = {}
+        self.slots: list[int] = []
         self.rebuilt = 0  # full rebuilds (the tests count the journal's share)
 
     @staticmethod
@@ -258,10 +267,22 @@ class PendingRank:
         key = gang_key(spec, want, False)
         return key, key is not None and key[-1] != 1 and spec.anchored  # (`gang_key`'s mixed rule: n > 1)
 
-    def _add(self, jid: str, spec: JobSpec, rank: tuple[object, ...]) -> None:
+    def _gang(self, spec: JobSpec) -> tuple[GangKey | None, int, bool]:
+        """`gang`, its key interned, with its slot."""
         key, anchored = self.gang(spec)
+        slot = self.slot.get(key)
+        if slot is None:
+            slot = self.slot[key] = len(self.keyed)
+            self.keyed.append(key)
+            self.slot_of[id(key)] = slot
+        return self.keyed[slot], slot, anchored
+
+    def _add(self, jid: str, spec: JobSpec, rank: tuple[object, ...]) -> None:
+        key, slot, anchored = self._gang(spec)
         self.gang_of[jid] = (key, rank)
-        bisect.insort(self.order, rank)
+        at = bisect.bisect_right(self.order, rank)
+        self.order.insert(at, rank)
+        self.slots.insert(at, slot)
         bisect.insort(self.by_gang.setdefault(key, []), rank)
         if anchored:
             self.anchored.add(jid)
@@ -273,7 +294,9 @@ class PendingRank:
             return
         key, rank = found
         order = self.order
-        del order[bisect.bisect_left(order, rank)]
+        at = bisect.bisect_left(order, rank)
+        del order[at]
+        del self.slots[at]
         part = self.by_gang[key]
         del part[bisect.bisect_left(part, rank)]
         if not part:
@@ -287,21 +310,29 @@ class PendingRank:
             return
         key = found[0]
         self.gang_of[jid] = (key, rank)
-        order, part = self.order, self.by_gang[key]
-        del order[bisect.bisect_left(order, found[1])]
+        order, part, slots = self.order, self.by_gang[key], self.slots
+        at = bisect.bisect_left(order, found[1])
+        del order[at]
+        slot = slots.pop(at)
         del part[bisect.bisect_left(part, found[1])]
-        bisect.insort(order, rank)
+        at = bisect.bisect_right(order, rank)
+        order.insert(at, rank)
+        slots.insert(at, slot)
         bisect.insort(part, rank)
 
     def stale(self) -> None:
         """A visit the journal does not follow (a partial snapshot): rebuild at the next full one."""
-        self.stamp = None
+        self.stamp = self.at = None
 
     def follow(self, snap: Snapshot, rank_of: Callable[[str], tuple[object, ...]]) -> None:
         """After the order's full visit of `snap`: the pending jobs moved on by its journal, or rebuilt."""
         pending = snap.pending_ids
         stamp = ((pending.origin, pending.version) if isinstance(pending, PendingIds)
                  and pending.changed is not None else None)
+        if stamp is None and self.kept:  # (no journal, a bare snapshot: a rebuild per decision, a key per
+            self.stamp = self.at = None  # pending job, would cost more than any reader saves: none is served)
+            return
+        self.at = snap
         if (not self.kept or stamp is None or self.stamp is None or self.stamp != (stamp[0], stamp[1] - 1)):
             self.rebuild(snap, rank_of)
             self.stamp = stamp
@@ -324,20 +355,24 @@ class PendingRank:
         pending = snap.pending_ids
         if pending is None:
             pending = tuple(jid for jid, j in snap.jobs.items() if j.pending)
-        jobs, gang = snap.jobs, self.gang
+        jobs, gang = snap.jobs, self._gang
         by_gang: dict[GangKey | None, list[tuple[object, ...]]] = {}
         gang_of: dict[str, tuple[GangKey | None, tuple[object, ...]]] = {}
         anchored: set[str] = set()
+        ranked: list[tuple[tuple[object, ...], int]] = []
         for jid in pending:
-            key, anchor = gang(jobs[jid].spec)
+            key, slot, anchor = gang(jobs[jid].spec)
             rank = rank_of(jid)
             gang_of[jid] = (key, rank)
+            ranked.append((rank, slot))
             by_gang.setdefault(key, []).append(rank)
             if anchor:
                 anchored.add(jid)
         for part in by_gang.values():
             part.sort()
-        self.order = sorted(map(_RANK, gang_of.values()))
+        ranked.sort()  # (ranks are unique: the id is their last field)
+        self.order = list(map(_KEY, ranked))
+        self.slots = list(map(_RANK, ranked))
         self.by_gang, self.gang_of, self.anchored = by_gang, gang_of, anchored
 
     def gangs(self, mixed: bool) -> list[GangKey | None]:
@@ -348,17 +383,88 @@ class PendingRank:
 
 
 class BlockedLine:
-    """The switch of `place_in_order`'s `Workspace.blocked_line` (False: preemption sorts and keys its
-    claimants itself, the reference)."""
+    """The switches of `place_in_order`'s `Workspace.blocked_line`.
+
+    `line_keys` False: preemption sorts and keys its claimants itself (the reference). `cut` (step 2 of the
+    blocked rest, `bench/results/tiresias-blocked-rest.md`): where the order keeps its pending jobs in rank
+    order (`PendingRank`, tiresias), the place loop stops at the point where every gang key still ahead
+    failed with the current free total, and leaves the rest's outcome in C-level passes (`blocked_rest`).
+    False: the order keeps no line and the loop walks every job (the reference)."""
 
     line_keys: ClassVar[bool] = True
+    cut: ClassVar[bool] = True
+    cut_from: ClassVar[int] = 64  # (a shorter rest: the loop's steps cost less than the passes' set-up)
 
 
 def _ignore(key: GangKey | None) -> None:
     return
 
 
-def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
+def _same(key: GangKey) -> GangKey | None:
+    return key
+
+
+_LAST = itemgetter(-1)  # of a rank key: the id
+
+
+class Rest(NamedTuple):
+    """The place loop's outcome for the jobs after a cut (`blocked_rest`): the blocked ones in rank order."""
+
+    ids: list[str]
+    views: list[JobView]
+    keys: list[GangKey | None]  # as the loop keys them
+    waits: list[Wait]
+
+
+class Awaited(NamedTuple):
+    """Why `blocked_rest` could not cut: a key with jobs ahead that did not fail with the free total now, as
+    the loop keys it (None: one it has not keyed yet, or no key), so the loop asks again only once it fails."""
+
+    key: GangKey | None
+
+
+def blocked_rest(line: PendingRank, jid: str, failed: Mapping[GangKey, tuple[Resources, Wait]],
+                 numbers: list[GangKey | None], ws: Workspace, views: Mapping[str, JobView]) -> Rest | Awaited | None:
+    """What the place loop would do with the jobs ranked after `jid` (a pending job it just blocked), found
+    without a step per job; else the key it awaits (`Awaited`), or None where it cannot tell this decision.
+
+    It can tell where every gang key among the pending jobs ranked after `jid` failed with the current free
+    total (`failed`, keyed as the loop keys them: `numbers[slot]`, the loop's key of `line.keyed[slot]`): the
+    loop then blocks each of them with its key's wait, and passes every job holding resources, which keeps
+    what it holds (the caller's contract: a holder's `want` is its held counts and a pending job's its
+    minimum, `current_or_min` without models). The jobs are read off `line` (rank order, the rejected left
+    out): their ids, their views (`views`: the snapshot's, the loop's own objects), their keys as the loop
+    keys them and their waits, each a slice or a C-level pass.
+    """
+    found = line.gang_of.get(jid)
+    if found is None:
+        return None
+    rank, free, rejected, slot_of = found[1], ws.total_free, ws.rejected, line.slot_of
+    waits: list[Wait | None] = [None] * len(numbers)
+    for key, part in line.by_gang.items():  # (a few keys)
+        if part[-1] <= rank:  # (none of it is after `jid`)
+            continue
+        slot = slot_of[id(key)]
+        n = numbers[slot] if key is not None else None
+        seen = None if n is None else failed.get(n)
+        if seen is None or seen[0] is not free:
+            start = bisect.bisect_right(part, rank)
+            if not rejected or len(part) - start > len(rejected) or not all(
+                    map(rejected.__contains__, map(_LAST, islice(part, start, None)))):
+                return None if key is None else Awaited(n)  # (a key the loop would search for again)
+            continue
+        waits[slot] = seen[1]
+    start = bisect.bisect_right(line.order, rank)
+    ids = list(map(_LAST, line.order[start:]))
+    slots = line.slots[start:]
+    if rejected:
+        keep = list(map(not_, map(rejected.__contains__, ids)))
+        ids, slots = list(compress(ids, keep)), list(compress(slots, keep))
+    return Rest(ids, list(map(views.__getitem__, ids)), list(map(numbers.__getitem__, slots)),
+                cast(list[Wait], list(map(waits.__getitem__, slots))))
+
+
+def place_in_order(strict: bool, skip_misfits: bool = True, ranked: PendingRank | None = None) -> PlaceHook:
     """Place jobs whole, in order. `strict`: the first job that does not fit blocks all later pending ones.
 
     `skip_misfits`: a pending job whose gang (`gang_key`, kept per view: `KeptGangs`) did not fit, with
@@ -368,6 +474,11 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
     With `skip_misfits`, over the workspace's own ranked jobs and `line_keys` on, the blocked jobs (in rank
     order) and the gang key each was found with are left as `Workspace.blocked_line`, so preemption neither
     checks their order nor reads their keys again (one append per blocked job instead of passes over the line).
+
+    `ranked`: the order's pending jobs in rank order (`PendingRank`), for a policy whose pending jobs ask their
+    minimum (`current_or_min`): with `BlockedLine.cut`, once every key still ahead failed, the rest's outcome
+    comes from `blocked_rest` (no step, no `Workspace.gangs` entry per job; the same waits, blocked jobs and
+    line keys, in the same order).
     """
     memo = KeptGangs()
 
@@ -385,6 +496,15 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
         lined = skip_misfits and not strict and BlockedLine.line_keys and ws.ranked is jobs
         line: list[GangKey | None] = []
         keyed = line.append if lined else _ignore
+        # (The line must be this very snapshot's, with every live job either pending in it or holding: the
+        # rejected are pending jobs of the line left out of `jobs`.)
+        cut = (ranked if lined and ranked is not None and BlockedLine.cut and ranked.at is snap and not mixed
+               and not snap.models and len(jobs) > BlockedLine.cut_from and snap.held is not None
+               and len(jobs) == len(ranked.gang_of) - len(ws.rejected) + len(snap.held) else None)
+        number = cast(Callable[[GangKey], GangKey | None], memo.numbers.get) if kept and KeptGangs.numbered else _same
+        numbers: list[GangKey | None] = []  # the loop's key of each of the line's keys (`blocked_rest`)
+        met = -1  # (`memo.numbers`' size when `numbers` was read: a key met since may be numbered now)
+        awaited: GangKey | None = None  # (`Awaited`: the cut waits for this key's next failure)
         for job in jobs:  # (a step per live job, most of them keeping what they hold: kept lean)
             jid = job.id
             want = wanted(jid)
@@ -421,10 +541,25 @@ def place_in_order(strict: bool, skip_misfits: bool = True) -> PlaceHook:
                 if held:  # cannot resize: keep the current allocation
                     continue
                 ws.block_for_room(job, want)
-                if key is not None:
-                    failed[key] = (ws.total_free, ws.waits[jid])
                 blocked.append(job)
                 keyed(key)
+                if key is not None:
+                    failed[key] = (ws.total_free, ws.waits[jid])
+                    if (cut is not None and (awaited is None or awaited == key)
+                            and len(jobs) - ws.rank[jid] > BlockedLine.cut_from):
+                        # (a fresh failure: maybe the last search the rest needs)
+                        if met != len(memo.numbers) or len(numbers) != len(cut.keyed):
+                            met, numbers = len(memo.numbers), list(map(number, cut.keyed))
+                        rest = blocked_rest(cut, jid, failed, numbers, ws, snap.jobs)
+                        if isinstance(rest, Rest):
+                            ws.waits.update(zip(rest.ids, rest.waits, strict=True))
+                            blocked.extend(rest.views)
+                            line.extend(rest.keys)
+                            break
+                        if rest is None:
+                            cut = None  # (a job ahead with no key: the loop walks the rest)
+                        else:
+                            awaited = rest.key
                 if strict and head is None:
                     head = job
         if lined:

@@ -33,7 +33,7 @@ from typing import ClassVar
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.resources import Resources
 from trainmaster.core.states import JobState
-from trainmaster.policies.cycle import Cycle, KeptSizes, PendingRank, place_in_order
+from trainmaster.policies.cycle import BlockedLine, Cycle, KeptSizes, PendingRank, place_in_order
 from trainmaster.policies.pending import PendingDemand
 from trainmaster.policies.preemption import preempt_lower
 from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot
@@ -128,11 +128,15 @@ class TiresiasOrder:
     # of them. False: compare and copy every live job's view (the reference).
     follow: ClassVar[bool] = True
     # `ranked_line`: keep `line`, the pending jobs in rank order with their gang keys (`cycle.PendingRank`),
-    # moved on at each full visit. Off until a place phase reads it (step 2 of the blocked rest, not built):
-    # its upkeep (a gang key per job that joins the line, bisections per move) buys nothing before that.
+    # moved on at each full visit, for every instance (the tests' switch). An instance made with `read` keeps it
+    # while `BlockedLine.cut` is on (tiresias' place phase reads it: step 2 of the blocked rest); the others
+    # (trainmaster's LAS order) do not: its upkeep (a gang key per job that joins the line, bisections per
+    # move) buys nothing without a reader.
     ranked_line: ClassVar[bool] = False
 
-    def __init__(self, threshold: float, starvation: float | None, incremental: bool = True) -> None:
+    def __init__(self, threshold: float, starvation: float | None, incremental: bool = True,
+                 read: bool = False) -> None:
+        self.read = read  # a place phase reads `line` (`cycle.place_in_order`'s `ranked`)
         self.threshold = threshold
         self.starvation = starvation
         self.incremental = incremental  # False: visit every job every decision (the reference)
@@ -162,7 +166,7 @@ class TiresiasOrder:
     def __call__(self, snap: Snapshot) -> list[JobView]:
         entries = self.entries
         jobs = snap.jobs
-        ranked = self.ranked_line
+        ranked = self.keeps_line
         if not self.partial:
             for jid in entries.keys() - jobs.keys():  # (a C-level difference: few jobs leave at a time)
                 self._drop(entries.pop(jid).key)
@@ -220,8 +224,13 @@ class TiresiasOrder:
             self._drop(e.key)
         e.rekey(job)
         bisect.insort(self.keys, e.key)
-        if not new and self.ranked_line:
+        if not new and self.keeps_line:
             self.line.move(job.id, e.key)
+
+    @property
+    def keeps_line(self) -> bool:
+        """Whether `line` is kept (`ranked_line`, or `read` with `BlockedLine.cut`)."""
+        return self.ranked_line or (self.read and BlockedLine.cut)
 
     def _rank_key(self, jid: str) -> tuple[int, float, float, str]:
         return self.entries[jid].key
@@ -463,9 +472,10 @@ class Tiresias(Cycle):
     misfit_prefix: ClassVar[int] = 16
 
     def __init__(self, threshold: float, starvation: float | None, tick: float) -> None:
-        self.ranks = TiresiasOrder(threshold, starvation)  # the queues: the state kept between decisions
+        self.ranks = TiresiasOrder(threshold, starvation, read=True)  # the queues: the state kept between decisions
+        # (Pending jobs ask their minimum, `KeptSizes`: the place phase may leave the blocked rest to `line`.)
         super().__init__(name="tiresias", order=self.ranks, size=KeptSizes(journal=True),
-                         place=place_in_order(strict=False), after=(preempt_lower,))
+                         place=place_in_order(strict=False, ranked=self.ranks.line), after=(preempt_lower,))
         self.tick = tick
         self.demand = PendingDemand()  # the pending jobs' minimums in all, kept across decisions
 
