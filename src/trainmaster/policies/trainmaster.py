@@ -111,7 +111,7 @@ from trainmaster.policies.preemption import MIN_RUNTIME, preempt
 from trainmaster.policies.queues import by_priority, try_place
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
 from trainmaster.policies.tiresias import INTERVAL
-from trainmaster.policies.workspace import Workspace, _copies
+from trainmaster.policies.workspace import Workspace, copies
 
 Backfill = Literal["none", "greedy", "reserve"]
 TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias' tick)
@@ -199,7 +199,7 @@ def spread_wide(ws: Workspace, job: JobView, got: Allocation, most: int) -> None
     per: dict[str, int] = {}
     todo = n
     for name in sorted((x for x in pool.names if x in free), key=lambda x: (-free[x].gpu, x)):
-        k = min(_copies(task, free[name]), most, todo)  # (a GPU task: never -1, unbounded)
+        k = min(copies(task, free[name]), most, todo)  # (a GPU task: never -1, unbounded)
         if k > 0:
             per[name] = k
             todo -= k

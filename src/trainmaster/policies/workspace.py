@@ -251,7 +251,7 @@ class _FitIndex:
         return None
 
 
-def _copies(task: Resources, room: Resources) -> int:
+def copies(task: Resources, room: Resources) -> int:
     """How many `task`s fit in `room` one after another (`fits_in`, then less the task, as the greedy fill does);
     -1 when no bound (a task of nothing, in a room with no negative field)."""
     out = -1
@@ -274,13 +274,13 @@ def _spread_one(spec: JobSpec, counts: Mapping[Role, int], free: Mapping[str, Re
     task = spec.roles[role].resources
     order = sorted(free, key=lambda name: (-free[name].gpu, -free[name].cpu, -free[name].memory))
     chosen: list[str] = []
-    caps: list[int] = []  # how many tasks each chosen node holds (`_copies`), bounded by the gang
+    caps: list[int] = []  # how many tasks each chosen node holds (`copies`), bounded by the gang
     fill: list[int] = []  # the greedy fill's count per chosen node
     todo = n
     for name in order:
         if not todo:
             break
-        cap = _copies(task, free[name])
+        cap = copies(task, free[name])
         if cap:
             cap = n if cap < 0 else min(cap, n)
             chosen.append(name)
