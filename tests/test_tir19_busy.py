@@ -26,7 +26,7 @@ from trainmaster.policies import preemption, workspace
 from trainmaster.policies.preemption import LowerRank
 from trainmaster.policies.registry import make_policy
 from trainmaster.policies.snapshot import JobView, Plan, Snapshot
-from trainmaster.policies.workspace import Workspace, _copies, _spread_one, copy_mapping
+from trainmaster.policies.workspace import Workspace, _spread_one, copies, copy_mapping
 from trainmaster.workloads.loaders import load_workload
 
 
@@ -46,7 +46,7 @@ def test_copies_is_the_greedy_fill() -> None:
     for _ in range(3000):
         task = Resources(rng.choice((0, 0, 1, 2, 3)), rng.choice((0, 1, 4)), rng.choice((0, 1, 1, 2, 4)))
         room = Resources(rng.choice(fields), rng.choice(fields), rng.choice(fields))
-        found = _copies(task, room)
+        found = copies(task, room)
         expected = _greedy_copies(task, room, 64)
         assert (64 if found < 0 else min(found, 64)) == expected, (task, room)
         assert found >= 0 or (task.is_zero() and room.is_nonnegative())
