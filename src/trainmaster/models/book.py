@@ -535,8 +535,8 @@ class ModelBook:
         if siblings:
             caps += self.priors.local_maxes(learner.spec.job_type or "", learner.form, exclude=learner.job_id)
         table = [goodput_features(r.config, m) for r, m in zip(own + siblings, caps, strict=True)]
-        return for_local_max(fit(learner.form, own + siblings, weights, cross_slope=False, table=table,
-                                 one_node_line=True), learner.local_max)
+        return for_local_max(fit(learner.form, own + siblings, weights, cross_slope=False, table=table),
+                             learner.local_max)
 
     def unreported_speed(self, learner: JobLearner, fit: SpeedPredictor | None) -> tuple[SpeedPredictor | None, str]:
         """`speed` of a job without reports whose type's prior fit is `fit` (the caller looked it up once per type)."""

@@ -257,18 +257,6 @@ def cross_sizes(rows: Iterable[Row]) -> int:
     return len({r.config.workers for r in rows if r.config.nodes > 1})
 
 
-def one_node_sizes(rows: Iterable[Row]) -> int:
-    """Distinct worker counts among the one-node multi-GPU rows: what the one-node sync (`c1`, `d1`) rests on.
-
-    With one such size, `c1 + d1 (K - 2)` is one number there and NNLS puts it in either term: flat in K (all
-    `c1`) or zero at 2 GPUs (all `d1`). The goodput law then reads it as a line through 1 GPU (`c1 = d1`,
-    `s (K - 1)`): the Pollux profiles' one-node excess over 1 GPU grows about linearly from 1 GPU (yolov3
-    31 / 111 / 175 ms, deepspeech2 56 / 124 / 199 ms on 2 / 3 / 4 GPUs; bench/results/trainmaster.md, best26),
-    and a job's own rows (not its type's prior: there it moved nothing) are where that pays (best29).
-    """
-    return len({r.config.workers for r in rows if r.config.nodes <= 1 and r.config.workers > 1})
-
-
 def packing_weights(rows: Sequence[Row]) -> list[float]:
     """Each row's weight in the goodput law's fit: a fragmented multi-node row's packing share, else 1.
 
@@ -287,8 +275,7 @@ def packing_weights(rows: Sequence[Row]) -> list[float]:
 
 
 def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None, *,
-        cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None,
-        one_node_line: bool = False) -> SpeedFit | None:
+        cross_slope: bool = True, table: Sequence[tuple[float, ...]] | None = None) -> SpeedFit | None:
     """NNLS on relative error; None without rows.
 
     `table`: each row's `features` (`goodput_features` for the goodput law), when the caller keeps them
@@ -305,8 +292,6 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     The goodput law also down-weights fragmented multi-node rows (`packing_weights`), and has two terms in
     the local batch, one per sync regime, each held at 0 until its rows can tell it from that regime's sync
     (`goodput_features`: its rows; without `table`, those of a job without a cap); it returns a `MicroFit`.
-    `one_node_line` (the goodput law only; `ModelBook`'s own fits): where the rows hold one one-node multi-GPU
-    size, its sync is a line through 1 GPU (`one_node_sizes`).
     """
     if not rows:
         return None
@@ -320,10 +305,6 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     held = [t for t in (ONE_NODE_TERM, CROSS_NODE_TERM) if not separable(a, t)] if goodput else []
     if goodput and cross_sizes(rows) < CROSS_SLOPE_SIZES:
         held.append(5)
-    line = goodput and one_node_line and one_node_sizes(rows) == 1
-    if line:  # `c1 * single + d1 * single * (K - 2)` with `c1 = d1`: one column, `single * (K - 1)`
-        a[:, 2] += a[:, 3]
-        held.append(3)
     a[:, held] = 0.0  # zero columns: NNLS leaves their coefficients at 0
     y = np.array([r.y for r in rows], dtype=float)
     w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=float)
@@ -336,8 +317,6 @@ def fit(form: Form, rows: Sequence[Row], weights: Sequence[float] | None = None,
     theta, _ = nnls(a_s / norms, y * scale, maxiter=50 * a.shape[1])
     theta = theta / norms
     theta[held] = 0.0
-    if line:
-        theta[3] = theta[2]  # d1 = c1
     if goodput:
         return MicroFit(form=form, theta=tuple(float(t) for t in theta), configs=_configs(rows))
     return SpeedFit(form=form, theta=tuple(float(t) for t in theta), configs=_configs(rows))
