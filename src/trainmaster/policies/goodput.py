@@ -8,8 +8,9 @@ gradient noise scale, `models/goodput.py`). Until a fitted speed law (its own
 or its type's) and a noise scale exist it runs at its base batch. The engine hands the batch to the
 job when it (re)starts (`TM_BATCH_SIZE`); a running job keeps its batch until
 its allocation changes, or switches in place (`Plan.rebatch`, no restart, as
-Pollux's jobs do) once another batch promises `REBATCH_GAIN` more goodput
-(its noise scale grows as it trains; `trainmaster.AdaptiveCycle`). GPU counts
+Pollux's jobs do) once another batch promises more goodput, `REBATCH_GAIN`
+more to go back to the batch it last left (its noise scale grows as it
+trains; `trainmaster.AdaptiveCycle._switches`). GPU counts
 follow goodput too (`Optimus(goodput=True)`): at a fixed batch a job's speed
 stops growing once its local batch gets small (yolov3 at 64 peaks at 4 GPUs),
 while at the best batch per size it keeps growing to 64 (3x), so sizing on the

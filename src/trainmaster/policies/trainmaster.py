@@ -28,8 +28,8 @@
 - reservation and backfill for the blocked head job;
 - batch size: adaptive jobs run at the batch with the most goodput
   (`policies/goodput.py`), switched in place (`Plan.rebatch`) when a better
-  one promises `REBATCH_GAIN` more; their model's speed is goodput, so GPUs
-  follow it.
+  one promises any gain, back to the batch a job last left only at
+  `REBATCH_GAIN` more; their model's speed is goodput, so GPUs follow it.
 - decisions on events, at the next LAS demotion, and every 60 s while elastic
   jobs are live (their models learn between events).
 
