@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_, is_not, itemgetter, sub, truediv
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.resources import Resources
@@ -48,6 +48,7 @@ _ID = itemgetter(-1)  # of a sort key (a lead, then the entry's key): the id, la
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
 STARVATION = 10.0  # promote after waiting this many times the executed time
 INTERVAL = 60.0  # seconds; Pollux's simulator's scheduling interval
+SortKey = tuple[Any, ...]  # an entry's place in `TiresiasOrder.keys`: its lead, then its key (comparable throughout)
 
 
 @dataclass
@@ -58,13 +59,13 @@ class _Entry:
     base_runtime: float  # seconds held when it last entered Q0
     last_active: float  # last decision time the job held resources (or its submit time)
     key: tuple[int, float, float, str] = (0, 0.0, 0.0, "")  # the sort key: queue, entered, submit time, id
-    lead: tuple[object, ...] = ()  # what leads `key` in `TiresiasOrder.keys` (`TiresiasOrder.lead`; else empty)
+    lead: SortKey = ()  # what leads `key` in `TiresiasOrder.keys` (`TiresiasOrder.lead`; else empty)
 
     def rekey(self, job: JobView) -> None:
         self.key = (self.queue, self.entered, job.submit_time, job.id)
 
     @property
-    def sort_key(self) -> tuple[object, ...]:
+    def sort_key(self) -> SortKey:
         """The entry's place in `TiresiasOrder.keys`: its lead, then its key (no lead: the key itself)."""
         return self.lead + self.key
 
@@ -105,7 +106,7 @@ def soonest_demotion(entries: Mapping[str, _Entry], jobs: Mapping[str, JobView],
 class Lead(Protocol):
     """What leads each entry's key in `TiresiasOrder.keys` (`TiresiasOrder.lead`)."""
 
-    def of(self, job: JobView) -> tuple[object, ...]:
+    def of(self, job: JobView) -> SortKey:
         """The job's lead now (comparable with every other job's; never NaN)."""
 
     def moved(self, snap: Snapshot) -> Iterable[str]:
@@ -164,7 +165,7 @@ class TiresiasOrder:
         # pushed on `due` then (entries of `due` that disagree are stale). Dropped when a job is held.
         self.waiting: dict[str, float] = {}
         self.kept_wakes = True  # False: `next_change` recomputes every waiting job's time (the reference)
-        self.keys: list[tuple[int, float, float, str]] = []  # every entry's key, sorted
+        self.keys: list[SortKey] = []  # every entry's key (led by its `lead`), sorted
         self.kept_order = True  # False: sort the keys every decision (the reference)
         self.partial = False  # True: `snap` holds only some of the live jobs, keep the others' entries
         self.lazy_holders = True  # False: visit every job holding resources every decision (the reference)
@@ -302,7 +303,7 @@ class TiresiasOrder:
     def _rank_key(self, jid: str) -> tuple[int, float, float, str]:
         return self.entries[jid].key
 
-    def _drop(self, key: tuple[int, float, float, str]) -> None:
+    def _drop(self, key: SortKey) -> None:
         keys = self.keys
         del keys[bisect.bisect_left(keys, key)]
 
