@@ -11,7 +11,6 @@ the reference's: the LAS order (the entries' own keys) sorted stably by a key wo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,17 +20,14 @@ from tests.replay_helpers import on_and_off, preset_plans
 from tests.test_model_groups import _philly
 
 from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
-from trainmaster.core.allocation import Allocation
 from trainmaster.core.cluster import parse_shorthand
-from trainmaster.core.job import JobKind, JobSpec, simple_job
+from trainmaster.core.job import simple_job
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig
 from trainmaster.policies import las
-from trainmaster.policies.las import RemainingOrder, SameClassLowerRank
-from trainmaster.policies.queuebook import IMPLICIT
+from trainmaster.policies.las import RemainingOrder
 from trainmaster.policies.snapshot import JobView, PendingIds, Snapshot
 from trainmaster.policies.tiresias import TiresiasOrder
-from trainmaster.policies.workspace import Workspace
 from trainmaster.workloads.base import Workload
 from trainmaster.workloads.loaders import load_workload
 from trainmaster.workloads.ps_truth import ps_workload
@@ -121,48 +117,3 @@ def test_a_watched_model_moves_its_job_and_a_skipped_version_or_a_nan_takes_the_
     assert [j.id for j in order(again)] == ["c", "a", "b"] and order.ranks.led
     assert isinstance(order.ranks, TiresiasOrder) and order.ranks.keys == sorted(order.ranks.keys)
 
-
-def _index_as_loop(out: None, self: SameClassLowerRank, ws: Workspace, blocked: Sequence[JobView] = ()) -> bool:
-    """The rule's holders per class are the loop's (written out here: every training job holding tasks ranked
-    after the first blocked job, keyed by its priority, sorted by rank then id); whether there is one class."""
-    rank, last = ws.rank, len(ws.rank)
-    first = min((rank.get(job.id, last) for job in blocked), default=last)
-    holders: dict[tuple[str, int], list[tuple[int, str, Allocation, JobSpec]]] = {}
-    for jid in SameClassLowerRank._after(ws, first) if blocked else ws.allocations:
-        alloc, job = ws.allocations[jid], ws.snap.jobs.get(jid)
-        if alloc.tasks and job is not None and job.spec.kind is JobKind.TRAINING:
-            holders.setdefault((IMPLICIT, job.spec.priority), []).append((rank.get(jid, last), jid, alloc, job.spec))
-    for entries in holders.values():
-        entries.sort(key=lambda e: (e[0], e[1]))
-    assert self.ids == {key: [e[1] for e in entries] for key, entries in holders.items()}
-    assert self.ranks == {key: [e[0] for e in entries] for key, entries in holders.items()}
-    assert all(list(map(id, (a for a, _ in self.held[key]))) == [id(e[2]) for e in entries]
-               and [s for _, s in self.held[key]] == [e[3] for e in entries] for key, entries in holders.items())
-    assert self.held.keys() == self.summed.keys() == holders.keys()
-    return len(holders) == 1
-
-
-def _prioritised(workload: Workload) -> Workload:
-    """Every third job at priority 1: two classes among the holders of most decisions (the loop serves)."""
-    return replace(workload, jobs=tuple(replace(j, spec=replace(j.spec, priority=1)) if i % 3 == 0 else j
-                                        for i, j in enumerate(workload.jobs)))
-
-
-@pytest.mark.parametrize("name", ["philly", "philly-priorities"])
-def test_holders_in_c_plan_alike(name: str, shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`SameClassLowerRank.holders_in_c`: one class's holders indexed in C-level passes (Philly: one priority),
-    the loop where there are two; on and off plan alike, and the index is the loop's at every set-up."""
-    workload, cluster, config = _workloads(shared_data)["philly"]
-    if name == "philly-priorities":
-        workload = _prioritised(workload)
-    spies: dict[str, Any] = {"index": (SameClassLowerRank, "__init__", _index_as_loop),
-                             "single": (SameClassLowerRank, "_single_class")}
-    fast, slow = on_and_off(monkeypatch, lambda: preset_plans("trainmaster", workload, cluster, config),
-                            (SameClassLowerRank, "holders_in_c"), spies=spies, least=50)
-    served = [found is not None for found in fast.calls["single"]]
-    assert not slow.calls["single"]
-    assert served == fast.calls["index"]  # (the passes served every set-up with one class, and no other)
-    if name == "philly":
-        assert sum(served) > 100
-    else:
-        assert 0 < sum(served) < len(served) - 20

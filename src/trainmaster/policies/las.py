@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, compress, count, islice, repeat, starmap
-from operator import and_, attrgetter, is_, itemgetter, not_, truth
+from operator import and_, attrgetter, is_, itemgetter, not_
 from typing import ClassVar
 
 from trainmaster.core.allocation import Allocation
@@ -40,8 +40,6 @@ _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 _SERVICES, _PRIORITY, _LEFT = itemgetter(0), itemgetter(1), itemgetter(2)  # of an order key
 _VIEW, _MODEL, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)  # of a `RemainingOrder.keys` entry
 _SIZE, _GANG = itemgetter(0), itemgetter(1)  # of a `KeptGangs.pairs` entry
-_SPEC, _TASKS, _KIND = attrgetter("spec"), attrgetter("tasks"), attrgetter("kind")
-_SPEC_PRIORITY = attrgetter("priority")  # of a spec
 _NO_PAIR: tuple[object, None] = (object(), None)  # (no size is this object)
 _UNSEEN = (None, None, (1, 0, -1.0))  # a missing entry: its view (None) is no job's, so it never serves
 _NO_ROOM = Resources()  # (`SameClassLowerRank.room` for a claimant nobody may be evicted for: frozen, shared)
@@ -244,11 +242,6 @@ class SameClassLowerRank(VictimRule):
     `skip_ahead`: holders ranked at or before the first blocked job are left out at set-up (a victim is ranked
     after its claimant; on the first 3,000 Philly jobs, 80x8, 71% of holders were). False: every holder
     indexed (the reference).
-
-    `holders_in_c` (with `skip_ahead`, without queue definitions): where the holders left are all of one
-    priority (every Philly decision), their one class is indexed in C-level passes over them (`_single_class`),
-    in the order `_after` hands them (rank, then id: the loop's sort), instead of a Python step per holder.
-    False: the loop (the reference).
     """
 
     put_back = True
@@ -256,7 +249,6 @@ class SameClassLowerRank(VictimRule):
     lazy_sums = True
     field_sums = True
     skip_ahead = True
-    holders_in_c = True
 
     def __init__(self, ws: Workspace, blocked: Sequence[JobView] = ()) -> None:
         self.ws = ws
@@ -269,9 +261,7 @@ class SameClassLowerRank(VictimRule):
         holders: dict[tuple[str, int], list[tuple[int, str, Allocation, JobSpec]]] = {}
         # the blocked jobs' ranks, read once (C-level) for `_after` (the first of them) and `claimants`
         self._blocked = (blocked, list(map(rank.get, map(_ID, blocked), repeat(last))))
-        after = self._after(ws, min(self._blocked[1])) if self.skip_ahead and blocked else None
-        one = self._single_class(after) if after is not None and self.holders_in_c and not queued else None
-        for jid in allocations if after is None else after if one is None else ():
+        for jid in self._after(ws, min(self._blocked[1])) if self.skip_ahead and blocked else allocations:
             alloc, job = allocations[jid], jobs.get(jid)
             if alloc.tasks and job is not None and job.spec.kind is training:
                 entry = (rank.get(jid, last), jid, alloc, job.spec)
@@ -282,12 +272,6 @@ class SameClassLowerRank(VictimRule):
         self.held: dict[tuple[str, int], list[tuple[Allocation, JobSpec]]] = {}
         # sums of the last holders, field by field (cpu, memory, gpu): summed[k] of the last k
         self.summed: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        if one is not None:  # (one class, already in (rank, id) order)
-            key, self.ids[key], self.held[key] = one
-            self.ranks[key] = list(map(rank.get, self.ids[key], repeat(last)))
-            self.summed[key] = [(0, 0, 0)]
-            if not self.lazy_sums:
-                self._suffix(key, 0)
         for key, entries in holders.items():
             entries.sort()  # (rank, then id: ids are unique, nothing further is compared)
             self.ranks[key] = [r for r, _, _, _ in entries]
@@ -301,30 +285,6 @@ class SameClassLowerRank(VictimRule):
         # (`summed` only grows, its entries never change: the same sum while both match)
         self._room: tuple[list[tuple[int, int, int]] | None, int, Resources] = (None, -1, _NO_ROOM)
         self.ordered: list[JobView] | None = None  # claimants already in this rule's order (`LasPreempt`)
-
-    def _single_class(self, after: list[str]
-                      ) -> tuple[tuple[str, int], list[str], list[tuple[Allocation, JobSpec]]] | None:
-        """`holders_in_c`: where the training jobs among `after` (in rank order, then id: `_after`'s) that hold
-        tasks here are all of one priority (without queue definitions: one class), that class, their ids and
-        their (allocation, spec), in C-level passes; None where some holder's view is missing or the holders
-        are of more than one class (the loop sorts them out)."""
-        ws = self.ws
-        allocs = list(map(ws.allocations.__getitem__, after))
-        views = list(map(ws.snap.jobs.get, after))
-        if None in views:
-            return None
-        specs = list(map(_SPEC, views))
-        training = map(is_, map(_KIND, specs), repeat(JobKind.TRAINING))
-        keep = list(map(and_, map(truth, map(_TASKS, allocs)), training))
-        if not all(keep):
-            after, allocs = list(compress(after, keep)), list(compress(allocs, keep))
-            specs = list(compress(specs, keep))
-        if not specs:
-            return None
-        priorities = list(map(_SPEC_PRIORITY, specs))
-        if priorities.count(priorities[0]) != len(priorities):
-            return None
-        return (IMPLICIT, priorities[0]), after, list(zip(allocs, specs, strict=True))
 
     @staticmethod
     def _after(ws: Workspace, first: int) -> list[str]:
