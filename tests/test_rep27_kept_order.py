@@ -5,7 +5,8 @@ jobs that may predict (`watched`), so the order is read off the kept keys instea
 Replayed with the switch on and off (`same_plans`: every plan, allocations and waits in order) on three
 workloads -- Philly's first jobs and a synthetic line (no targets: no key reads a model), PS jobs with loss targets
 (models predict and move between decisions, without a new view) -- and at every order call the order is
-the reference's: the LAS order (the entries' own keys) sorted stably by a key worked out afresh.
+the reference's: the LAS order (the entries' own keys) sorted stably by a key worked out afresh. And its sizes
+kept by the journal (`OnlyWithServices`' `KeptSizes(journal=True)`), on and off alike on the same workloads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from tests.replay_helpers import on_and_off, preset_plans
 from tests.test_model_groups import _philly
+from tests.test_tir23_journal import _sizes_as_reference
 
 from trainmaster.cli.simulate_cmd import LEARNING_REPORT_INTERVAL
 from trainmaster.core.cluster import parse_shorthand
@@ -25,6 +27,7 @@ from trainmaster.core.job import simple_job
 from trainmaster.core.states import JobState
 from trainmaster.engines.sim.engine import SimConfig
 from trainmaster.policies import las
+from trainmaster.policies.cycle import KeptSizes
 from trainmaster.policies.las import RemainingOrder
 from trainmaster.policies.snapshot import JobView, PendingIds, Snapshot
 from trainmaster.policies.tiresias import TiresiasOrder
@@ -117,3 +120,19 @@ def test_a_watched_model_moves_its_job_and_a_skipped_version_or_a_nan_takes_the_
     assert [j.id for j in order(again)] == ["c", "a", "b"] and order.ranks.led
     assert isinstance(order.ranks, TiresiasOrder) and order.ranks.keys == sorted(order.ranks.keys)
 
+
+
+@pytest.mark.parametrize("name", ["philly", "ps-loss", "synthetic"])
+def test_trainmaster_sizes_follow_the_journal_plan_alike(name: str, shared_data: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OnlyWithServices`' `KeptSizes(journal=True)`: trainmaster's sizes kept as one mapping moved on by the
+    journal (keys in another order; every later phase, `GainSizing` included, reads them by id): on and off
+    (`KeptSizes.followed`) plan alike, at every call the sizes are `current_or_min`'s key for key, and the
+    journal served most calls."""
+    workload, cluster, config = _workloads(shared_data)[name]
+    spies: dict[str, Any] = {"sizes": (KeptSizes, "__call__", _sizes_as_reference), "follow": (KeptSizes, "_follow")}
+    fast, slow = on_and_off(monkeypatch, lambda: preset_plans("trainmaster", workload, cluster, config),
+                            (KeptSizes, "followed"), spies=spies, least=50)
+    served = [out is not None for out in fast.calls["follow"]]
+    assert sum(served) > 0.8 * len(fast.calls["sizes"]) > 50
+    assert not slow.calls["follow"]
