@@ -98,29 +98,33 @@ def _view(jid: str, submit: float, target: bool) -> JobView:
     return JobView(jid, spec, JobState.PENDING, submit)
 
 
-def test_a_watched_model_moves_its_job_and_a_skipped_version_or_a_nan_takes_the_reference() -> None:
-    """A job with a target whose model moves without a new view moves in the order (the journal names nobody);
-    a job without one is never watched; a snapshot that is not the next one drops the leads (the reference
-    sort) and the next journaled one keeps them again; a NaN remaining time is served by the reference."""
+def test_a_moved_model_or_view_moves_its_job_and_a_skipped_version_or_a_nan_takes_the_reference() -> None:
+    """A job with a target whose model moves without a new view moves in the order (the journal names nobody:
+    `moved` does); a job without one is never watched, and its view rebuilt with another class moves it (the
+    journal); a snapshot that is not the next one drops the leads (the reference sort) and the next journaled
+    one keeps them again; a NaN remaining time is served by the reference."""
     order = RemainingOrder()
     views = {"a": _view("a", 0.0, True), "b": _view("b", 1.0, True), "c": _view("c", 2.0, False)}
     first = _snap(views, 1, frozenset(views), frozenset(views), {"a": _Model(50.0), "b": _Model(10.0)})
     assert [j.id for j in order(first)] == ["c", "b", "a"]  # (c: no prediction, first; then b's 10 s, a's 50 s)
+    assert order.ranks.lead is None  # (no journal before: the reference)
     second = _snap(views, 2, frozenset(), models={"a": _Model(5.0), "b": _Model(10.0)})
-    assert order.ranks.follows(second)
-    assert [j.id for j in order(second)] == ["c", "a", "b"]  # (a's model moved: no view did)
+    assert [j.id for j in order(second)] == ["c", "a", "b"]  # (every lead worked out: kept from here on)
     assert order.ranks.led and order.watched == {"a", "b"}
-    skipped = _snap(views, 4, frozenset(), models={"a": _Model(20.0), "b": _Model(10.0)})
-    assert [j.id for j in order(skipped)] == ["c", "b", "a"] and order.ranks.lead is None  # (the reference)
+    third = _snap(views, 3, frozenset(), models={"a": _Model(20.0), "b": _Model(10.0)})
+    assert [j.id for j in order(third)] == ["c", "b", "a"] and order.ranks.led  # (a's model moved: no view did)
+    views["c"] = replace(views["c"], spec=replace(views["c"].spec, priority=-1))
+    fourth = _snap(views, 4, frozenset("c"), models={"a": _Model(20.0), "b": _Model(10.0)})
+    assert [j.id for j in order(fourth)] == ["b", "a", "c"] and order.ranks.led  # (c's class: after the others)
+    skipped = _snap(views, 6, frozenset(), models={"a": _Model(5.0), "b": _Model(10.0)})
+    assert [j.id for j in order(skipped)] == ["a", "b", "c"] and order.ranks.lead is None  # (the reference)
     assert all(e.lead == () for e in order.ranks.entries.values())
-    nan = _snap(views, 5, frozenset(), models={"a": _Model(math.nan), "b": _Model(10.0)})
+    nan = _snap(views, 7, frozenset(), models={"a": _Model(math.nan), "b": _Model(10.0)})
     las_order = [views[j] for j in ("a", "b", "c")]
     assert order(nan) == order._sorted(nan, las_order) and order.ranks.lead is None
-    again = _snap(views, 6, frozenset(), models={"a": _Model(30.0), "b": _Model(40.0)})
-    assert [j.id for j in order(again)] == ["c", "a", "b"] and order.ranks.led
+    again = _snap(views, 8, frozenset(), models={"a": _Model(30.0), "b": _Model(40.0)})
+    assert [j.id for j in order(again)] == ["a", "b", "c"] and order.ranks.led
     assert isinstance(order.ranks, TiresiasOrder) and order.ranks.keys == sorted(order.ranks.keys)
-
-
 
 @pytest.mark.parametrize("name", ["philly", "ps-loss", "synthetic"])
 def test_trainmaster_sizes_follow_the_journal_plan_alike(name: str, shared_data: Path,
