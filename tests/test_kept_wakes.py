@@ -63,7 +63,7 @@ def replay(workload: Workload, cycle: Cycle, kept: bool, monkeypatch: pytest.Mon
 
     def decide(snapshot: Snapshot) -> Plan:
         plan = real_decide(snapshot)
-        sorted_after.append(ranks.keys == sorted(e.key for e in ranks.entries.values()))
+        sorted_after.append(ranks.keys == sorted(e.sort_key for e in ranks.entries.values()))  # (led: trainmaster)
         return plan
 
     recorder.decide = decide  # type: ignore[method-assign]

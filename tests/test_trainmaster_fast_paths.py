@@ -148,7 +148,9 @@ def test_kept_order_keys_plan_as_working_them_out(monkeypatch: pytest.MonkeyPatc
 def test_kept_keys_read_in_c_order_as_the_loop(workload: Callable[[], Workload],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """`RemainingOrder.read_in_c`: the kept keys read and checked in C-level passes; the same orders, plans and
-    keys worked out again (`predicted_remaining` asks) as the Python loop over every job."""
+    keys worked out again (`predicted_remaining` asks) as the Python loop over every job. (The reference sort's
+    switch: `kept_order` off, as where the journal does not serve.)"""
+    monkeypatch.setattr(RemainingOrder, "kept_order", False)
     fast, slow = on_and_off(monkeypatch, lambda: plans(workload()), (RemainingOrder, "read_in_c"),
                             spies={"asked": (las, "predicted_remaining"), "orders": (RemainingOrder, "__call__", ids),
                                    "read": (las, "_KEY")})  # (`_KEY` is read by the C-level passes alone)
@@ -322,7 +324,8 @@ def test_one_class_sorted_by_remaining_alone_orders_as_the_keys(
         workload: Callable[[], Workload], monkeypatch: pytest.MonkeyPatch) -> None:
     """`RemainingOrder.one_class`: while every job is of one class the order sorts the remaining times alone;
     the same orders and plans as sorting the (class, remaining) keys, taken at every decision of `mixed()` and
-    at some (not all) of `two_priorities()`."""
+    at some (not all) of `two_priorities()`. (The reference sort's switch: `kept_order` off.)"""
+    monkeypatch.setattr(RemainingOrder, "kept_order", False)
     fast, slow = on_and_off(monkeypatch, lambda: plans(workload()), (RemainingOrder, "one_class"),
                             spies={"orders": (RemainingOrder, "__call__", ids), "taken": (las, "_one_class")})
     assert fast.calls["orders"] == slow.calls["orders"]

@@ -96,26 +96,85 @@ class RemainingOrder(LasOrder):
     `one_class`: when every job is of one class (one priority, no service or only services: every Philly decision)
     the jobs are sorted by their remaining time alone, a float (the sort's C fast path), which orders any two
     jobs as their (class, remaining) tuples do: the same order. False: the tuples compared (the reference).
+
+    `kept_order` (with `keep_keys`): the order itself kept across decisions by the LAS order's own machinery:
+    each job's key here leads its entry's key in `TiresiasOrder.keys` (`TiresiasOrder.lead`: this order is
+    the keys sorted by (class, remaining, LAS key), which is the stable sort of the LAS order by (class,
+    remaining)), so the order is read off them, and a decision works out again only the keys of the jobs the
+    snapshot's journal names (a new view) and of those whose model may predict (`watched`: a job whose spec has
+    a target; a job without one never has remaining steps, `convergence.remaining_steps`, so its key reads
+    its view alone). Only while the journal serves (`TiresiasOrder.follows`); else the leads are dropped and
+    the reference sort runs. False: the LAS order sorted by the keys at every decision (the reference).
     """
 
     keep_keys = True
     read_in_c = True
     one_class = True
+    kept_order: ClassVar[bool] = True
 
     def __init__(self, threshold: float = THRESHOLD, starvation: float | None = STARVATION) -> None:
         super().__init__(threshold, starvation)
         self.keys: dict[str, tuple[JobView, JobModel | None, tuple[int, int, float]]] = {}
+        self.watched: set[str] = set()  # live jobs whose key may move with their model (`kept_order`)
+        self._snap: Snapshot | None = None  # the snapshot `of` reads models in (`kept_order`)
+        self._unsorted = False  # `of` met a NaN remaining time (no order of keys holds it): the reference serves
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
+        ranks = self.ranks
+        if self.kept_order and self.keep_keys and ranks.follows(snap):
+            forget_ended(self.keys, snap.jobs)
+            self._snap = snap
+            if ranks.lead is None:
+                ranks.lead = self
+            if not ranks.led:
+                self.watched.clear()  # (every lead is worked out: `of` refills it)
+            jobs = ranks(snap)
+            if not self._unsorted:
+                return jobs
+            self._unsorted = False
+            ranks.unlead()
+            return self._sorted(snap, ranks.ordered(snap))
+        ranks.unlead()
+        return self._sorted(snap, ranks(snap))
+
+    def of(self, job: JobView) -> tuple[int, int, float]:
+        """`kept_order`: the job's key (its lead in `TiresiasOrder.keys`), kept while its view and model are."""
+        snap = self._snap
+        assert snap is not None
+        jid = job.id
+        model = snap.models.get(jid)
+        seen = self.keys.get(jid)
+        if seen is None or seen[0] is not job or seen[1] is not model:
+            seen = self.keys[jid] = (job, model, _key(snap, job))
+        if _may_predict(job.spec):
+            self.watched.add(jid)
+        elif self.watched:
+            self.watched.discard(jid)
+        left = seen[2][2]
+        if left != left:  # NaN
+            self._unsorted = True
+            return (0, 0, 0.0)
+        return seen[2]
+
+    def moved(self, snap: Snapshot) -> list[str]:
+        """The jobs whose key may have moved without a new view: the watched ones (`of` tells)."""
+        watched = self.watched
+        if not watched:
+            return []
+        jobs = snap.jobs
+        gone = [jid for jid in watched if jid not in jobs]
+        watched.difference_update(gone)
+        return list(watched)
+
+    def _sorted(self, snap: Snapshot, jobs: list[JobView]) -> list[JobView]:
+        """The LAS order `jobs` sorted by class and remaining time (stable: LAS order among equal keys)."""
         def key(job: JobView) -> tuple[int, int, float]:
-            left = predicted_remaining(snap, job)
-            return (*_class_key(job), -1.0 if left is None else left)
+            return _key(snap, job)
 
         if not self.keep_keys:
-            return sorted(self.ranks(snap), key=key)  # stable: LAS order among the unpredicted
+            return sorted(jobs, key=key)  # stable: LAS order among the unpredicted
         kept = self.keys
         forget_ended(kept, snap.jobs)
-        jobs = self.ranks(snap)
         kept_get, model_of = kept.get, snap.models.get
         keys: list[tuple[int, int, float]]
         if self.read_in_c:
@@ -144,6 +203,19 @@ class RemainingOrder(LasOrder):
         else:
             order = sorted(range(len(jobs)), key=keys.__getitem__)  # stable: as sorting the jobs by key
         return list(map(jobs.__getitem__, order))
+
+
+def _key(snap: Snapshot, job: JobView) -> tuple[int, int, float]:
+    """`RemainingOrder`'s sort key: the class, then the predicted remaining time (-1.0: none yet, first)."""
+    left = predicted_remaining(snap, job)
+    return (*_class_key(job), -1.0 if left is None else left)
+
+
+def _may_predict(spec: JobSpec) -> bool:
+    """Whether the job's models may ever tell its remaining steps: it has a target (`remaining_steps`)."""
+    target = spec.target
+    return (target.steps is not None or target.epochs is not None or target.loss is not None
+            or target.plateau is not None)
 
 
 def _one_class(keys: list[tuple[int, int, float]]) -> bool:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_, is_not, itemgetter, sub, truediv
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol
 
 from trainmaster.core.allocation import Allocation
 from trainmaster.core.resources import Resources
@@ -44,10 +44,11 @@ _SPEC, _MIN = attrgetter("spec"), attrgetter("min_resources")
 _CPU, _MEMORY, _GPU = attrgetter("cpu"), attrgetter("memory"), attrgetter("gpu")
 _ALLOCATION = attrgetter("allocation")
 _QUEUE, _ATTAINED, _BASE_ATTAINED = attrgetter("queue"), attrgetter("attained"), attrgetter("base_attained")
-_ID = itemgetter(3)
+_ID = itemgetter(-1)  # of a sort key (a lead, then the entry's key): the id, last in both
 THRESHOLD = 16 * 3600.0  # GPU-seconds; Pollux's simulator's Tiresias queue threshold
 STARVATION = 10.0  # promote after waiting this many times the executed time
 INTERVAL = 60.0  # seconds; Pollux's simulator's scheduling interval
+SortKey = tuple[Any, ...]  # an entry's place in `TiresiasOrder.keys`: its lead, then its key (comparable throughout)
 
 
 @dataclass
@@ -58,9 +59,15 @@ class _Entry:
     base_runtime: float  # seconds held when it last entered Q0
     last_active: float  # last decision time the job held resources (or its submit time)
     key: tuple[int, float, float, str] = (0, 0.0, 0.0, "")  # the sort key: queue, entered, submit time, id
+    lead: SortKey = ()  # what leads `key` in `TiresiasOrder.keys` (`TiresiasOrder.lead`; else empty)
 
     def rekey(self, job: JobView) -> None:
         self.key = (self.queue, self.entered, job.submit_time, job.id)
+
+    @property
+    def sort_key(self) -> SortKey:
+        """The entry's place in `TiresiasOrder.keys`: its lead, then its key (no lead: the key itself)."""
+        return self.lead + self.key
 
 
 _NO_ENTRY = _Entry(1, 0.0, 0.0, 0.0, 0.0)  # (`_demotions`: a job without an entry, skipped as a Q1 one is)
@@ -94,6 +101,16 @@ def soonest_demotion(entries: Mapping[str, _Entry], jobs: Mapping[str, JobView],
         if gpus:
             soonest = min(soonest, (threshold - (job.attained - e.base_attained)) / gpus)
     return soonest
+
+
+class Lead(Protocol):
+    """What leads each entry's key in `TiresiasOrder.keys` (`TiresiasOrder.lead`)."""
+
+    def of(self, job: JobView) -> SortKey:
+        """The job's lead now (comparable with every other job's; never NaN)."""
+
+    def moved(self, snap: Snapshot) -> Iterable[str]:
+        """The live jobs whose lead may have moved without a new view (the journal names those), in `snap`."""
 
 
 class TiresiasOrder:
@@ -148,7 +165,7 @@ class TiresiasOrder:
         # pushed on `due` then (entries of `due` that disagree are stale). Dropped when a job is held.
         self.waiting: dict[str, float] = {}
         self.kept_wakes = True  # False: `next_change` recomputes every waiting job's time (the reference)
-        self.keys: list[tuple[int, float, float, str]] = []  # every entry's key, sorted
+        self.keys: list[SortKey] = []  # every entry's key (led by its `lead`), sorted
         self.kept_order = True  # False: sort the keys every decision (the reference)
         self.partial = False  # True: `snap` holds only some of the live jobs, keep the others' entries
         self.lazy_holders = True  # False: visit every job holding resources every decision (the reference)
@@ -162,6 +179,12 @@ class TiresiasOrder:
         self.stamp: tuple[object, int] | None = None  # the snapshot of the last full visit (`follow`)
         # The pending jobs in rank order with their gang keys, moved on with `keys` (`cycle.PendingRank`).
         self.line = PendingRank()
+        # `lead` (`las.RemainingOrder`'s): each entry's place in `keys` is led by `lead.of(job)` (`_Entry.lead`: a
+        # tuple the order sorts by first, its own key breaking ties), so `keys` is read off as that order: the
+        # leads of the journaled jobs and of those `lead.moved` names are worked out again at each full visit
+        # (`_relead`). Set by its owner only while the journal serves (`follows`); `led`: every entry has its lead.
+        self.lead: Lead | None = None
+        self.led = False
 
     def __call__(self, snap: Snapshot) -> list[JobView]:
         entries = self.entries
@@ -169,7 +192,7 @@ class TiresiasOrder:
         ranked = self.keeps_line
         if not self.partial:
             for jid in entries.keys() - jobs.keys():  # (a C-level difference: few jobs leave at a time)
-                self._drop(entries.pop(jid).key)
+                self._drop(entries.pop(jid).sort_key)
                 if ranked:
                     self.line.drop(jid)
                 self.views.pop(jid, None)
@@ -180,6 +203,7 @@ class TiresiasOrder:
         if lazy:
             self._hold(snap)
         visit: Iterable[str] = jobs
+        journal: list[str] | None = None
         if self.incremental:
             journal = self._journal(snap) if self.follow and not self.partial else None
             visit = self._changed(snap, lazy, journal)
@@ -209,6 +233,13 @@ class TiresiasOrder:
                 self.line.stale()
             else:
                 self.line.follow(snap, self._rank_key)
+        if self.lead is not None:
+            self._relead(snap, journal)
+        return self.ordered(snap)
+
+    def ordered(self, snap: Snapshot) -> list[JobView]:
+        """The snapshot's jobs in the order kept (after a visit of it)."""
+        jobs, entries = snap.jobs, self.entries
         if self.kept_order:
             # (After a full visit `views` is a dict copy of `jobs`: read there, not through the snapshot's proxy.)
             read = self.views if self.incremental and not self.partial else jobs
@@ -221,11 +252,48 @@ class TiresiasOrder:
     def _rekey(self, e: _Entry, job: JobView, new: bool = False) -> None:
         """`e.rekey`, keeping `keys` sorted."""
         if not new:
-            self._drop(e.key)
+            self._drop(e.sort_key)
+        elif self.lead is not None and self.led:  # (a new entry takes its lead at once: `keys` stays one kind)
+            e.lead = self.lead.of(job)
         e.rekey(job)
-        bisect.insort(self.keys, e.key)
+        bisect.insort(self.keys, e.sort_key)
         if not new and self.keeps_line:
             self.line.move(job.id, e.key)
+
+    def follows(self, snap: Snapshot) -> bool:
+        """Whether a full visit of `snap` follows the journal (`follow`: `_journal` serves) with the order kept
+        (`kept_order`): the condition under which `lead` is kept rather than dropped."""
+        return (self.follow and self.incremental and self.kept_order and not self.partial
+                and self._journal(snap) is not None)
+
+    def _relead(self, snap: Snapshot, journal: list[str] | None) -> None:
+        """Move the entries whose lead may have moved: the journaled jobs (a new view) and those `lead.moved`
+        names (a new model); every entry where the leads are not kept yet (`led` False) or the journal did
+        not serve (the leads then follow every job: the caller keeps `lead` only where it serves)."""
+        lead, entries, jobs = self.lead, self.entries, snap.jobs
+        assert lead is not None
+        if not self.led or journal is None:
+            for jid, e in entries.items():
+                e.lead = lead.of(jobs[jid])
+            self.keys = sorted(map(attrgetter("sort_key"), entries.values()))
+            self.led = True
+            return
+        for jid in chain(journal, lead.moved(snap)):
+            e = entries[jid]
+            now = lead.of(jobs[jid])
+            if now != e.lead:
+                self._drop(e.sort_key)
+                e.lead = now
+                bisect.insort(self.keys, e.sort_key)
+
+    def unlead(self) -> None:
+        """Drop `lead`: `keys` back to the entries' own keys (the order's own, Tiresias' LAS order)."""
+        if self.lead is None:
+            return
+        self.lead, self.led = None, False
+        for e in self.entries.values():
+            e.lead = ()
+        self.keys = sorted(map(_KEY, self.entries.values()))
 
     @property
     def keeps_line(self) -> bool:
@@ -235,7 +303,7 @@ class TiresiasOrder:
     def _rank_key(self, jid: str) -> tuple[int, float, float, str]:
         return self.entries[jid].key
 
-    def _drop(self, key: tuple[int, float, float, str]) -> None:
+    def _drop(self, key: SortKey) -> None:
         keys = self.keys
         del keys[bisect.bisect_left(keys, key)]
 

@@ -232,13 +232,15 @@ class OnlyWithServices:
     whose view changed), whose dicts are shared across decisions: the trainmaster phases after sizing
     replace a job's size (`GainSizing.size`, `apply_objectives`) but never edit one in place
     (`shrink_for_pending` does, on dicts of its own). False: `current_or_min` every decision (the reference).
+    They are kept as one mapping moved on by the snapshot's journal (`KeptSizes(journal=True)`, switch
+    `KeptSizes.followed`): its keys in another order than the jobs', and every later phase reads sizes by id.
     """
 
     keep_sizes = True
 
     def __init__(self, shrink: SizeHook) -> None:
         self.shrink = shrink
-        self.kept = KeptSizes()  # declared state: the views and sizes last seen
+        self.kept = KeptSizes(journal=True)  # declared state: the views and sizes last seen (read by id alone)
 
     def __call__(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> Sizes:
         if ws.live_kinds.service:  # (read once per decision: `Workspace.live_kinds`)
