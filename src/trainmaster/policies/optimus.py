@@ -179,6 +179,7 @@ class _Block(NamedTuple):
     """A decision's misfit tail kept as one block: the pending jobs after `key` that can fit some day."""
 
     stamp: tuple[object, int]  # (origin, version) of its snapshot
+    at: tuple[object, int]  # of the last snapshot it stands for (a quiet one after it answered with its plan)
     key: tuple[float, str]
     misfits: _Misfits  # its waits, one per minimum
     never: Mapping[str, str | None]  # the never-fits verdicts it was read with
@@ -306,6 +307,7 @@ class Optimus:
         last = self._last
         if last is not None and self.skip_unmoved and self._unmoved(snapshot, last[0]):
             self._last = (snapshot, last[1])
+            self._followed(snapshot)
             return last[1]
         plan = self.cycle.decide(snapshot)
         self._last = (snapshot, plan) if self.skip_unmoved else None
@@ -502,6 +504,17 @@ class Optimus:
             kept = self._misfits = _Misfits(free)
         return kept
 
+    def _followed(self, snap: Snapshot) -> None:
+        """`snap` moved nothing since the snapshot before (`_unmoved`: no job joined, left or changed), and was
+        answered with the last plan: what `_kept_tail` knows of that one holds for it (`_Keep.sized`, the block)."""
+        pending = snap.pending_ids
+        assert isinstance(pending, PendingIds)
+        prior, stamp = (pending.origin, pending.version - 1), (pending.origin, pending.version)
+        if self._sized_at == prior:
+            self._sized_at = stamp
+        if self._block is not None and self._block.at == prior:
+            self._block = self._block._replace(at=stamp)
+
     def _keep(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> _Keep | None:
         """What this decision lends a kept tail (`_Keep`), where it is the preset's own cycle's (`jobs` its admitted
         jobs in submit order, from its line synced to `snap`'s journal); None elsewhere (`GainSizing` sizes
@@ -547,7 +560,7 @@ class Optimus:
         stamp = (pending.origin, pending.version)
         base: tuple[object, int] | None = None
         changed: dict[str, str] | None = None
-        if before is not None and before.stamp == (stamp[0], stamp[1] - 1) and before.misfits is misfits \
+        if before is not None and before.at == (stamp[0], stamp[1] - 1) and before.misfits is misfits \
                 and before.never is never:
             base = before.stamp
             if key < before.key:  # (the tail grew at its front: those jobs had other reasons)
@@ -555,7 +568,7 @@ class Optimus:
                 ahead = islice(line.ids, bisect.bisect_right(keys, key), bisect.bisect_right(keys, before.key))
                 moved_ids.extend(jid for jid in ahead if not never.get(jid))
             changed = dict(zip(moved_ids, map(misfits.text, self._min_keys(moved_ids, views)), strict=True))
-        self._block = _Block(stamp, key, misfits, never)
+        self._block = _Block(stamp, stamp, key, misfits, never)
         ws.segment = self._segment(tail, misfits, views, len(ws.waits), stamp, base, changed)
         return True
 
