@@ -41,7 +41,7 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count, islice, repeat
 from operator import attrgetter, is_, is_not, itemgetter, not_
@@ -56,7 +56,7 @@ from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
 from trainmaster.policies.pending import PendingLine
 from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot, Tail
-from trainmaster.policies.waits import Wait, WaitKind, render
+from trainmaster.policies.waits import Wait, WaitKind
 from trainmaster.policies.workspace import Segment, Workspace, minimum
 
 RESTART_PENALTY_S = 60.0  # predicted seconds a resize costs a running job (restart delay and lost work)
@@ -162,13 +162,16 @@ class _Misfits(dict[_MinKey, Wait]):
         super().__init__()
         self.free = free  # the free total before the minimums pass, which every wait names
         self.texts: dict[_MinKey, str] = {}
+        self.render: Callable[[Wait], str] | None = None  # what `texts` were rendered with
 
     def __missing__(self, key: _MinKey) -> Wait:
         wait = self[key] = Wait(WaitKind.GANG, f"optimus: minimum {Resources(*key)} does not fit ({self.free} free)")
         return wait
 
-    def text(self, key: _MinKey) -> str:
-        """The wait of `key` rendered (once)."""
+    def text(self, key: _MinKey, render: Callable[[Wait], str]) -> str:
+        """The wait of `key` rendered by `render` (once: the plan's rendering, `Workspace.plan`'s)."""
+        if render is not self.render:
+            self.texts, self.render = {}, render
         got = self.texts.get(key)
         if got is None:
             got = self.texts[key] = render(self[key])
@@ -559,7 +562,7 @@ class Optimus:
             return False
         stamp = (pending.origin, pending.version)
         base: tuple[object, int] | None = None
-        changed: dict[str, str] | None = None
+        changed: list[str] | None = None
         if before is not None and before.at == (stamp[0], stamp[1] - 1) and before.misfits is misfits \
                 and before.never is never:
             base = before.stamp
@@ -567,32 +570,33 @@ class Optimus:
                 keys = line.keys
                 ahead = islice(line.ids, bisect.bisect_right(keys, key), bisect.bisect_right(keys, before.key))
                 moved_ids.extend(jid for jid in ahead if not never.get(jid))
-            changed = dict(zip(moved_ids, map(misfits.text, self._min_keys(moved_ids, views)), strict=True))
+            changed = moved_ids
         self._block = _Block(stamp, stamp, key, misfits, never)
         ws.segment = self._segment(tail, misfits, views, len(ws.waits), stamp, base, changed)
         return True
 
     def _segment(self, tail: Tail, misfits: _Misfits, views: Mapping[str, JobView], ahead: int,
-                 stamp: tuple[object, int], base: tuple[object, int] | None, changed: dict[str, str] | None
-                 ) -> Segment:
+                 stamp: tuple[object, int], base: tuple[object, int] | None, changed: list[str] | None) -> Segment:
         """The plan's waits and reasons over a kept block (`Workspace.segment`): the own ones (the first `ahead`
         waits before the block, the rest after it, as the reference wrote them), each member its minimum's wait
-        and text; the reasons' `changed`, the block's and every own reason (few)."""
+        and text (rendered as the plan renders); the reasons' `changed`: the members listed (`changed`) and every
+        own reason (few)."""
         def wait(jid: str) -> Wait:
             return misfits[self._min_keys([jid], views)[0]]
-
-        def text(jid: str) -> str:
-            return misfits.text(self._min_keys([jid], views)[0])
 
         def waits_of(ids: list[str]) -> list[Wait]:
             return list(map(misfits.__getitem__, self._min_keys(ids, views)))
 
-        def texts_of(ids: list[str]) -> list[str]:
-            return list(map(misfits.text, self._min_keys(ids, views)))
+        def segment(waits: dict[str, Wait], reasons: dict[str, str], render: Callable[[Wait], str]
+                    ) -> tuple[Mapping[str, Wait], Mapping[str, str]]:
+            def text(jid: str) -> str:
+                return misfits.text(self._min_keys([jid], views)[0], render)
 
-        def segment(waits: dict[str, Wait], reasons: dict[str, str]) -> tuple[Mapping[str, Wait], Mapping[str, str]]:
+            def texts_of(ids: list[str]) -> list[str]:
+                return [misfits.text(key, render) for key in self._min_keys(ids, views)]
+
             after = len(waits) - ahead
-            moved = None if changed is None else {**reasons, **changed}
+            moved = None if changed is None else {**reasons, **dict(zip(changed, texts_of(changed), strict=True))}
             return (tail.lined(waits, after, wait, waits_of, stamp),
                     tail.lined(reasons, after, text, texts_of, stamp, base, moved))
 

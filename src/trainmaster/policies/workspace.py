@@ -44,8 +44,9 @@ from trainmaster.policies.snapshot import Behind, JobView, Plan, Snapshot, Tail
 from trainmaster.policies.waits import Wait, WaitKind, render
 
 _V = TypeVar("_V")
-# The own waits and reasons -> the plan's (`Workspace.segment`).
-Segment = Callable[[dict[str, Wait], dict[str, str]], tuple[Mapping[str, Wait], Mapping[str, str]]]
+# The own waits and reasons, and how the plan renders a wait -> the plan's waits and reasons (`Workspace.segment`).
+Segment = Callable[[dict[str, Wait], dict[str, str], Callable[[Wait], str]],
+                   tuple[Mapping[str, Wait], Mapping[str, str]]]
 _ZERO = Resources()
 _TASKS, _GPU = attrgetter("tasks"), attrgetter("gpu")
 _NOTHING: Mapping[str, Resources] = MappingProxyType({})  # what a job holding nothing holds per node
@@ -1025,6 +1026,6 @@ class Workspace:
             by_id = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
             reasons.update(zip(waits, map(by_id.__getitem__, map(id, shared)), strict=True))
         both: tuple[Mapping[str, Wait], Mapping[str, str]] = (
-            (waits, reasons) if self.segment is None else self.segment(waits, reasons))  # (with a kept block)
+            (waits, reasons) if self.segment is None else self.segment(waits, reasons, render))  # (with a kept block)
         return Plan(allocations=allocations, reasons=both[1], waits=both[0], rejected=dict(self.rejected),
                     eta=dict(self.eta))
