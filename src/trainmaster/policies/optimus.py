@@ -41,7 +41,7 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, count, islice, repeat
 from operator import attrgetter, is_, is_not, itemgetter, not_
@@ -54,9 +54,10 @@ from trainmaster.core.states import JobState
 from trainmaster.models.book import JobModel
 from trainmaster.models.speed import Config
 from trainmaster.policies.cycle import Cycle, Sizes, by_submit_time
-from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot
+from trainmaster.policies.pending import PendingLine
+from trainmaster.policies.snapshot import JobView, PendingIds, Plan, Snapshot, Tail
 from trainmaster.policies.waits import Wait, WaitKind
-from trainmaster.policies.workspace import Workspace, minimum
+from trainmaster.policies.workspace import Segment, Workspace, minimum
 
 RESTART_PENALTY_S = 60.0  # predicted seconds a resize costs a running job (restart delay and lost work)
 INTERVAL_S = 60.0
@@ -76,6 +77,8 @@ _ID = attrgetter("id")
 _SPEC = attrgetter("spec")  # (of a view, a `_Shape`, or `_UNSEEN`)
 _TOTAL = attrgetter("total")
 _KEY = attrgetter("key")
+_KEY_ID = itemgetter(1)  # of a (submit time, id) key
+_MIN = attrgetter("min_resources")
 _GPUS = itemgetter(2)
 _BUDGET, _DEADLINE = attrgetter("spec.budget"), attrgetter("spec.deadline")  # (of a view: C-level reads)
 _STEPS = ((1, 0), (0, 1), (1, 1))  # increments: (+workers, +ps)
@@ -149,16 +152,50 @@ def _jumps(st: _Job, free: list[int], *, far: bool = False) -> list[_Step]:
     return out
 
 
-class _Misfits(dict[tuple[int, int, int], Wait]):
+_MinKey = tuple[int, int, int]  # a minimum's (cpu, memory, gpu)
+
+
+class _Misfits(dict[_MinKey, Wait]):
     """One shared wait per minimum (its integers) that did not fit, made on first ask and rendered once."""
 
     def __init__(self, free: Resources) -> None:
         super().__init__()
         self.free = free  # the free total before the minimums pass, which every wait names
+        self.texts: dict[_MinKey, str] = {}
+        self.render: Callable[[Wait], str] | None = None  # what `texts` were rendered with
 
-    def __missing__(self, key: tuple[int, int, int]) -> Wait:
+    def __missing__(self, key: _MinKey) -> Wait:
         wait = self[key] = Wait(WaitKind.GANG, f"optimus: minimum {Resources(*key)} does not fit ({self.free} free)")
         return wait
+
+    def text(self, key: _MinKey, render: Callable[[Wait], str]) -> str:
+        """The wait of `key` rendered by `render` (once: the plan's rendering, `Workspace.plan`'s)."""
+        if render is not self.render:
+            self.texts, self.render = {}, render
+        got = self.texts.get(key)
+        if got is None:
+            got = self.texts[key] = render(self[key])
+        return got
+
+
+class _Block(NamedTuple):
+    """A decision's misfit tail kept as one block: the pending jobs after `key` that can fit some day."""
+
+    stamp: tuple[object, int]  # (origin, version) of its snapshot
+    at: tuple[object, int]  # of the last snapshot it stands for (a quiet one after it answered with its plan)
+    key: tuple[float, str]
+    misfits: _Misfits  # its waits, one per minimum
+    never: Mapping[str, str | None]  # the never-fits verdicts it was read with
+
+
+class _Keep(NamedTuple):
+    """What a decision of the preset's own cycle lends its misfit tail to be kept as one block (`kept_tail`)."""
+
+    snap: Snapshot
+    ws: Workspace
+    line: PendingLine  # the cycle's line, synced to `snap` (the admitted jobs are it and the running ones)
+    sized: bool  # the snapshot before `snap` was sized by this cycle: its admitted jobs' shapes worked out
+    before: _Block | None  # the last decision's block
 
 
 class _Unseen:
@@ -232,6 +269,10 @@ class Optimus:
     # False: every decision runs the phases (the reference). True: a decision whose snapshot follows the last one
     # decided with nothing a decision reads moved is answered with that plan (`_unmoved`).
     skip_unmoved = True
+    # False: the misfit tail's waits written per job every decision (`_fused_tail`'s update, the reference).
+    # True: in the preset's own decisions, the tail kept as one block of the line (`_kept_tail`): no entry per
+    # job; the plan's waits and reasons are `Lined` maps over it, listing what changed since the last plan.
+    kept_tail = True
 
     def __init__(self, *, objective: str = "rate", restart_penalty: float = RESTART_PENALTY_S,
                  interval: float | None = INTERVAL_S, goodput: bool = False, restart_share: float = 0.0) -> None:
@@ -259,6 +300,9 @@ class Optimus:
         self.held_in_bulk = True  # False: unchanged running jobs assigned one by one (the slow reference)
         self.interval = interval
         self._last: tuple[Snapshot, Plan] | None = None  # the last snapshot decided and its plan (`skip_unmoved`)
+        self._misfits: _Misfits | None = None  # the misfit waits, kept across decisions (`kept_tail`)
+        self._sized_at: tuple[object, int] | None = None  # the snapshot the cycle's own `size` last ran on
+        self._block: _Block | None = None  # the last decision's kept tail (None: it kept none)
         self.cycle = Cycle(name=self.name, order=by_submit_time, size=self.size, place=self.place,
                            preemptive=True, interval=interval)
 
@@ -266,6 +310,7 @@ class Optimus:
         last = self._last
         if last is not None and self.skip_unmoved and self._unmoved(snapshot, last[0]):
             self._last = (snapshot, last[1])
+            self._followed(snapshot)
             return last[1]
         plan = self.cycle.decide(snapshot)
         self._last = (snapshot, plan) if self.skip_unmoved else None
@@ -304,13 +349,14 @@ class Optimus:
         state: dict[str, _Job] = {}
         sizes: Sizes = {}
         waits, models = ws.waits, snap.models
-        misfits = _Misfits(ws.total_free)
+        misfits = self._kept_misfits(ws.total_free)
+        keep = self._keep(snap, jobs, ws)
         shapes = self._shapes
         tail = self.misfit_tail
         for i, job in enumerate(jobs):  # 1. minimums in arrival order
             if tail and free[2] < self._floor:  # (once a decision: every later job may wait at once)
                 tail = False
-                if self._misfit_tail(jobs, i, total, free[2], misfits, waits):
+                if self._misfit_tail(jobs, i, total, free[2], misfits, waits, keep):
                     break
             jid = job.id
             shape = shapes.get(jid)
@@ -405,13 +451,13 @@ class Optimus:
         return shape
 
     def _misfit_tail(self, jobs: list[JobView], start: int, total: Resources, gpus: int, misfits: _Misfits,
-                     waits: dict[str, Wait]) -> bool:
+                     waits: dict[str, Wait], keep: _Keep | None = None) -> bool:
         """The minimums pass from `jobs[start]` on when none of those minimums fits `gpus` free GPUs: each job
         waits with its minimum's misfit wait, in C-level passes (on a busy cluster most of the line, every
         decision). Checked, not assumed: False when some minimum might fit (only shapes worked out then)."""
         if self.fused_tail and gpus < self._floor and self.spec_index \
                 and (total is self._spec_total or total == self._spec_total):
-            return self._fused_tail(jobs, start, total, gpus, misfits, waits)
+            return self._fused_tail(jobs, start, total, gpus, misfits, waits, keep)
         rest = jobs[start:]
         ids = list(map(_ID, rest))
         got = self._tail_shapes(rest, ids, total)
@@ -424,12 +470,17 @@ class Optimus:
         return True
 
     def _fused_tail(self, jobs: list[JobView], start: int, total: Resources, gpus: int, misfits: _Misfits,
-                    waits: dict[str, Wait]) -> bool:
+                    waits: dict[str, Wait], keep: _Keep | None = None) -> bool:
         """`_misfit_tail` off the spec index (of `total`) with `gpus` under `_floor`, in two C-level passes where
         every spec is in it: no shape worked out, so `_floor` stays and every key's GPUs (a kept shape's) are at
         least it, above `gpus`; each job waits. Else the specs new to the index are worked out first (as the
         reference's pass by job id would: shapes follow from spec and total alone) and some minimum might fit
-        where `_floor` fell to `gpus` (only new shapes lower it: the reference's minimum check)."""
+        where `_floor` fell to `gpus` (only new shapes lower it: the reference's minimum check). With `keep`,
+        the tail kept as one block where it can be (`_kept_tail`)."""
+        if keep is not None:
+            kept = self._kept_tail(jobs, start, total, gpus, misfits, keep)
+            if kept is not None:
+                return kept
         by_spec = self._by_spec
         try:
             keys = list(map(_KEY, map(by_spec.__getitem__, map(id, map(_SPEC, islice(jobs, start, None))))))
@@ -445,6 +496,121 @@ class Optimus:
                 return False
         waits.update(zip(map(_ID, islice(jobs, start, None)), map(misfits.__getitem__, keys), strict=True))
         return True
+
+    def _kept_misfits(self, free: Resources) -> _Misfits:
+        """This decision's misfit waits: kept across decisions while `free` holds (`kept_tail`: a kept block's
+        waits are the same objects as the decision's other misfit waits), else new ones (the reference)."""
+        kept = self._misfits
+        if not self.kept_tail:
+            return _Misfits(free)
+        if kept is None or kept.free != free:
+            kept = self._misfits = _Misfits(free)
+        return kept
+
+    def _followed(self, snap: Snapshot) -> None:
+        """`snap` moved nothing since the snapshot before (`_unmoved`: no job joined, left or changed), and was
+        answered with the last plan: what `_kept_tail` knows of that one holds for it (`_Keep.sized`, the block)."""
+        pending = snap.pending_ids
+        assert isinstance(pending, PendingIds)
+        prior, stamp = (pending.origin, pending.version - 1), (pending.origin, pending.version)
+        if self._sized_at == prior:
+            self._sized_at = stamp
+        if self._block is not None and self._block.at == prior:
+            self._block = self._block._replace(at=stamp)
+
+    def _keep(self, snap: Snapshot, jobs: list[JobView], ws: Workspace) -> _Keep | None:
+        """What this decision lends a kept tail (`_Keep`), where it is the preset's own cycle's (`jobs` its admitted
+        jobs in submit order, from its line synced to `snap`'s journal); None elsewhere (`GainSizing` sizes
+        trainmaster's order with a workspace of its own). Moves the records on: the snapshot sized, no block yet."""
+        pending, line, cycle = snap.pending_ids, self.cycle.line, self.cycle
+        if ws.ranked is not jobs:
+            return None
+        journaled = isinstance(pending, PendingIds) and pending.changed is not None
+        stamp = (pending.origin, pending.version) if isinstance(pending, PendingIds) else None
+        sized, self._sized_at = self._sized_at, stamp
+        before, self._block = self._block, None
+        if not self.kept_tail or not journaled or stamp is None or line is None or cycle.order is not by_submit_time \
+                or line.seen != stamp:
+            return None
+        return _Keep(snap, ws, line, sized == (stamp[0], stamp[1] - 1), before)
+
+    def _kept_tail(self, jobs: list[JobView], start: int, total: Resources, gpus: int, misfits: _Misfits,
+                   keep: _Keep) -> bool | None:
+        """`_fused_tail` with the tail kept as one block: the pending jobs after `jobs[start - 1]` that can fit
+        some day (`Tail`), when they are the tail (the counts agree: no running job in it). Each one's minimum was
+        worked out when it joined the line (the snapshot before was sized here), so only the jobs the journal
+        names are looked at: a spec new to the index worked out (in line order, as `_fused_tail`) and then
+        `_floor` checked (False: some minimum might fit). No wait written: the plan's waits and reasons are the
+        block's (`Workspace.segment`), its reasons listing the jobs whose text may differ from the last plan's
+        where that was this block's predecessor (`_changed`). None: not kept (`_fused_tail` then)."""
+        snap, ws, line, sized, before = keep
+        pending = snap.pending_ids
+        if not sized or start == 0 or not isinstance(pending, PendingIds) or pending.changed is None:
+            return None
+        head = jobs[start - 1]
+        key = (head.submit_time, head.id)
+        tail = line.behind(snap, head.id, key, ws.memo)
+        if tail is None or tail.size != len(jobs) - start:
+            return None
+        key_of, never, views = line.key_of, tail.never, snap.jobs
+        moved = sorted(k for k in map(key_of.get, pending.joined | pending.changed) if k is not None and k > key)
+        moved_ids = [jid for jid in map(_KEY_ID, moved) if not never.get(jid)]
+        by_spec = self._by_spec
+        for job in [job for job in map(views.__getitem__, moved_ids) if id(job.spec) not in by_spec]:
+            self._shape(job, total)  # (a job new to the line: as `_fused_tail` would)
+        if self._floor <= gpus:
+            return False
+        stamp = (pending.origin, pending.version)
+        base: tuple[object, int] | None = None
+        changed: list[str] | None = None
+        if before is not None and before.at == (stamp[0], stamp[1] - 1) and before.misfits is misfits \
+                and before.never is never:
+            base = before.stamp
+            if key < before.key:  # (the tail grew at its front: those jobs had other reasons)
+                keys = line.keys
+                ahead = islice(line.ids, bisect.bisect_right(keys, key), bisect.bisect_right(keys, before.key))
+                moved_ids.extend(jid for jid in ahead if not never.get(jid))
+            changed = moved_ids
+        self._block = _Block(stamp, stamp, key, misfits, never)
+        ws.segment = self._segment(tail, misfits, views, len(ws.waits), stamp, base, changed)
+        return True
+
+    def _segment(self, tail: Tail, misfits: _Misfits, views: Mapping[str, JobView], ahead: int,
+                 stamp: tuple[object, int], base: tuple[object, int] | None, changed: list[str] | None) -> Segment:
+        """The plan's waits and reasons over a kept block (`Workspace.segment`): the own ones (the first `ahead`
+        waits before the block, the rest after it, as the reference wrote them), each member its minimum's wait
+        and text (rendered as the plan renders); the reasons' `changed`: the members listed (`changed`) and every
+        own reason (few)."""
+        def wait(jid: str) -> Wait:
+            return misfits[self._min_keys([jid], views)[0]]
+
+        def waits_of(ids: list[str]) -> list[Wait]:
+            return list(map(misfits.__getitem__, self._min_keys(ids, views)))
+
+        def segment(waits: dict[str, Wait], reasons: dict[str, str], render: Callable[[Wait], str]
+                    ) -> tuple[Mapping[str, Wait], Mapping[str, str]]:
+            def text(jid: str) -> str:
+                return misfits.text(self._min_keys([jid], views)[0], render)
+
+            def texts_of(ids: list[str]) -> list[str]:
+                return [misfits.text(key, render) for key in self._min_keys(ids, views)]
+
+            after = len(waits) - ahead
+            moved = None if changed is None else {**reasons, **dict(zip(changed, texts_of(changed), strict=True))}
+            return (tail.lined(waits, after, wait, waits_of, stamp),
+                    tail.lined(reasons, after, text, texts_of, stamp, base, moved))
+
+        return segment
+
+    def _min_keys(self, ids: list[str], views: Mapping[str, JobView]) -> list[_MinKey]:
+        """The minimum's key of each job of `ids` (its spec's, `_Shape.key`): off the spec index in C-level passes
+        where every spec is in it (an indexed spec's shape, whatever its total: the minimum reads the spec alone;
+        the views hold their specs, so no id is reused), else from each spec."""
+        specs = list(map(_SPEC, map(views.__getitem__, ids)))
+        try:
+            return list(map(_KEY, map(self._by_spec.__getitem__, map(id, specs))))
+        except KeyError:
+            return [(least.cpu, least.memory, least.gpu) for least in map(_MIN, specs)]
 
     def _tail_shapes(self, rest: list[JobView], ids: list[str], total: Resources) -> list[_Shape] | None:
         """The kept shape of each job of `rest` (new or changed specs, or a new total, worked out first, as the

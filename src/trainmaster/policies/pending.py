@@ -178,13 +178,17 @@ class PendingLine:
         return {jid: memo.never[jid] or "" for jid in sorted(bad, key=self.key_of.__getitem__)} if bad else {}
 
     def tail(self, snap: Snapshot, ids: list[str], i: int, memo: ClusterMemo) -> Tail | None:
-        """Every job after `ids[i]` (the head; `ids` as `sync` returned them) that can fit some day, as one
+        """`behind` the head `ids[i]` (`ids` as `sync` returned them)."""
+        return self.behind(snap, ids[i], self.key_of[ids[i]], memo)
+
+    def behind(self, snap: Snapshot, head: str, key: _Key, memo: ClusterMemo) -> Tail | None:
+        """Every pending job after `key` (`head`'s key; `head` pending or not) that can fit some day, as one
         segment; None for a snapshot whose pending ids may disagree with its views' states (built by hand)."""
         if snap.pending_ids is not None and not isinstance(snap.pending_ids, PendingIds):
             return None
-        key = self.key_of[ids[i]]
+        at = bisect.bisect_right(self.keys, key)
         behind = sum(1 for jid in self.bad if self.key_of[jid] > key) if self.bad else 0
-        return Tail(ids[i], key, snap.jobs, memo.never, len(ids) - i - 1 - behind, (ids, i + 1, self))
+        return Tail(head, key, snap.jobs, memo.never, len(self.ids) - at - behind, (self.ids, at, self))
 
 
 _UNSEEN = "?"  # `ClusterMemo.never` has no verdict yet (a verdict is None or a non-empty reason)

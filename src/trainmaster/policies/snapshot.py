@@ -118,6 +118,9 @@ class Stamped(Protocol):
     version: int
 
 
+_V = TypeVar("_V")
+
+
 class Tail:
     """The jobs that wait behind one head of a strict line, as one segment: every pending job after the head
     in (submit time, id) order that can fit some day. Read per job on demand, never written per job, so a
@@ -155,8 +158,26 @@ class Tail:
                                                       if jid in self)]
         return self._ids
 
+    def lined(self, own: Mapping[str, _V], after: int, value: Callable[[str], _V],
+              values: Callable[[list[str]], Iterable[_V]], stamp: tuple[object, int] | None = None,
+              base: tuple[object, int] | None = None, changed: dict[str, _V] | None = None) -> Lined[_V]:
+        """A plan's waits or reasons: `own`'s entries with every member's between them, its last `after` own
+        entries after the members, each member with a value of its own (`value`: one member's; `values`: a
+        list's, in order), looked up per job on demand (optimus' misfit tail: one wait per minimum)."""
+        def locate(job_id: str) -> _V | None:
+            got = own.get(job_id)
+            return value(job_id) if got is None and job_id in self else got
 
-_V = TypeVar("_V")
+        def build() -> dict[str, _V]:
+            items = list(own.items())
+            cut = len(items) - after
+            members = self.members()
+            out = dict(items[:cut])
+            out.update(zip(members, values(members), strict=True))
+            out.update(items[cut:])
+            return out
+
+        return Lined(locate, build, len(own) + self.size, stamp, base, changed)
 
 
 class Behind(Mapping[str, _V]):

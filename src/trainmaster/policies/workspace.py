@@ -16,7 +16,7 @@ A gang no single node holds is spread: most-free nodes first, roles evenly.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from operator import attrgetter, is_not, not_
@@ -44,6 +44,9 @@ from trainmaster.policies.snapshot import Behind, JobView, Plan, Snapshot, Tail
 from trainmaster.policies.waits import Wait, WaitKind, render
 
 _V = TypeVar("_V")
+# The own waits and reasons, and how the plan renders a wait -> the plan's waits and reasons (`Workspace.segment`).
+Segment = Callable[[dict[str, Wait], dict[str, str], Callable[[Wait], str]],
+                   tuple[Mapping[str, Wait], Mapping[str, str]]]
 _ZERO = Resources()
 _TASKS, _GPU = attrgetter("tasks"), attrgetter("gpu")
 _NOTHING: Mapping[str, Resources] = MappingProxyType({})  # what a job holding nothing holds per node
@@ -425,6 +428,9 @@ class Workspace:
         self._tail: Tail | None = None  # the jobs behind the head, as one segment (`block_tail`)
         # The plan's waits and reasons when a line place hook keeps them as pieces of the line (drf: `turns`).
         self.lined: tuple[Mapping[str, Wait], Mapping[str, str]] | None = None
+        # The jobs whose waits a size hook keeps as one block (optimus' misfit tail: no entry in `waits`): the
+        # plan's waits and reasons from the own ones (after `plan`'s passes over those alone).
+        self.segment: Segment | None = None
         # Per-decision memo for `find`: gang shapes that did not fit, with `_grown` as it was then.
         self._misfits: dict[tuple[EligibleNodes, Role, int, int, int, int], int] = {}
         self._grown = 0  # times free capacity grew on some node (a release) in this workspace
@@ -1019,5 +1025,7 @@ class Workspace:
         else:
             by_id = {key: render(wait) for key, wait in dict(zip(map(id, shared), shared, strict=True)).items()}
             reasons.update(zip(waits, map(by_id.__getitem__, map(id, shared)), strict=True))
-        return Plan(allocations=allocations, reasons=reasons, waits=waits, rejected=dict(self.rejected),
+        both: tuple[Mapping[str, Wait], Mapping[str, str]] = (
+            (waits, reasons) if self.segment is None else self.segment(waits, reasons, render))  # (with a kept block)
+        return Plan(allocations=allocations, reasons=both[1], waits=both[0], rejected=dict(self.rejected),
                     eta=dict(self.eta))
