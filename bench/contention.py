@@ -22,7 +22,13 @@ controller held when the run began) against the truth there: time-weighted signe
 nodes than its size needs (`pollux_bound.packed`, 4-GPU nodes), and the truth's charge for it at the batch it ran
 (`PeerTruth.at_counts` on the held nodes vs packed, same size and batch; `spread_split`).
 
+`--widths` (best28) reads them for the width of each placement: the share of the sizes one node holds and of the
+larger ones run on exactly two nodes (the profiles' slow case), and the seconds each piece would not have run at
+the best of a few widths (packed, 3 / 2 / 1 a node, three nodes; same size and batch, the truth's rates;
+`width_split`): what any placement rule could still win at the sizes the jobs ran.
+
     .venv/bin/python -m bench.contention [--load 1] [--workloads 1-2] [--setting elastic] [--rates] [--spread]
+        [--widths]
 """
 
 from __future__ import annotations
@@ -165,6 +171,38 @@ def spread_split(pieces: Sequence[Piece], truth: PeerTruth) -> dict[str, float]:
             "slow s": slow, "one-node spread GPU-s": one_gpu_s, "one-node loss": one_lost}
 
 
+def even_over(g: int, nodes: int) -> tuple[int, ...]:
+    """`g` replicas split as evenly as they go over `nodes` nodes (at most `g` of them, at least one)."""
+    k = max(1, min(nodes, g))
+    base, extra = divmod(g, k)
+    return (base + 1,) * extra + (base,) * (k - extra)
+
+
+def widths(g: int, nodes: int) -> list[tuple[int, ...]]:
+    """The placements `width_split` tries for `g` replicas on a cluster of `nodes` nodes: packed, at most three,
+    two and one a node (evenly), and over three nodes."""
+    return [tuple(packed(g)), *(even_over(g, min(-(-g // k), nodes)) for k in (3, 2, 1)), even_over(g, 3)]
+
+
+def width_split(pieces: Sequence[Piece], truth: PeerTruth, nodes: int) -> dict[str, float]:
+    """GPU-s of the sizes one node holds and of the larger ones, each's share run on exactly two nodes, and the
+    seconds each would not have run at the best of `widths` (same size and batch, the truth's rates; never
+    below 0: the placement it ran at is one choice); pieces without a batch count in the GPU-s only."""
+    out = dict.fromkeys(("GPU-s", "one GPU-s", "one two-node GPU-s", "multi GPU-s", "multi two-node GPU-s",
+                         "one saved", "multi saved"), 0.0)
+    for p in pieces:
+        g = sum(p.counts)
+        part = "one" if len(packed(g)) == 1 else "multi"
+        out["GPU-s"] += p.dt * g
+        out[f"{part} GPU-s"] += p.dt * g
+        if len(p.counts) == 2:
+            out[f"{part} two-node GPU-s"] += p.dt * g
+        if p.batch is not None:
+            saved = max(p.dt - p.dp / truth.at_counts(c, p.batch, p.done).rate for c in widths(g, nodes))
+            out[f"{part} saved"] += max(saved, 0.0)
+    return out
+
+
 def follow_rates(engine: SimEngine, controller: Controller) -> dict[str, list[Piece]]:
     """Wrap the engine's `_advance` / `_set_rate` (bench-only) to record every job's `Piece`s as it runs."""
     pieces: dict[str, list[Piece]] = defaultdict(list)
@@ -288,12 +326,16 @@ def main() -> None:
     parser.add_argument("--rates", action="store_true", help="also split the time run by rate (module doc)")
     parser.add_argument("--spread", action="store_true", help="also the GPU-s run spread over more nodes than "
                         "needed, and the truth's charge for it (module doc)")
+    parser.add_argument("--widths", action="store_true", help="also the GPU-s run on two nodes and what the best "
+                        "width would have saved (module doc)")
     args = parser.parse_args()
     folder = DATA / ("workloads" if args.load == 1.0 else f"workloads-{args.load:.1f}")
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     rated: dict[str, list[dict[str, float]]] = defaultdict(list)
     spreads: dict[str, list[dict[str, float]]] = defaultdict(list)
-    follow = args.rates or args.spread
+    wide: dict[str, list[dict[str, float]]] = defaultdict(list)
+    follow = args.rates or args.spread or args.widths
+    nodes = len(parse_shorthand(CLUSTER).nodes)
     total_gpus = sum(n.capacity.gpu for n in parse_shorthand(CLUSTER).nodes)
     for n in parse_range(args.workloads):
         with open(folder / f"workload-{n}.csv", newline="") as f:
@@ -318,6 +360,8 @@ def main() -> None:
                 rated[r["application"]].append(rated_row(rec, row, pieces[jid], truths[jid], r["application"], cap))
             if args.spread:
                 spreads[r["application"]].append({**spread_split(pieces[jid], truths[jid]), "ran": row["run"]})
+            if args.widths:
+                wide[r["application"]].append({**width_split(pieces[jid], truths[jid], nodes), "jct": row["jct"]})
     every = [x for v in rows.values() for x in v]
     excess = sum(x["excess"] for x in every)
     print(f"load {args.load:g}, workloads {args.workloads}, {args.setting}, {args.preset}; mean s per job")
@@ -332,6 +376,8 @@ def main() -> None:
         print_rates(rated)
     if args.spread:
         print_spread(spreads)
+    if args.widths:
+        print_widths(wide)
 
 
 def truths_of(load: float, index: int, setting: str) -> dict[str, PeerTruth]:
@@ -372,6 +418,25 @@ def print_spread(spreads: dict[str, list[dict[str, float]]]) -> None:
                  f"{t['extra node-s'] / timed:.2f}", f"{t['spread loss'] / len(v):,.1f}",
                  f"{100 * t['spread loss'] / t['ran']:.2f}", f"{100 * t['slow s'] / timed:.1f}",
                  f"{100 * t['one-node spread GPU-s'] / t['GPU-s']:.1f}", f"{t['one-node loss'] / len(v):,.1f}")
+        print(f"| {app} | {len(v)} | {' | '.join(cells)} |")
+
+
+def print_widths(wide: dict[str, list[dict[str, float]]]) -> None:
+    """The `--widths` table: per application, the GPU-s a job, the share of the one-node sizes' and of the larger
+    sizes' GPU-s run on exactly two nodes, and the s a job the best width would have saved (`width_split`)."""
+    every = [x for v in wide.values() for x in v]
+    print("\nwidths: two-node = GPU-s on exactly two nodes; saved = s a job not run at the best of packed, 3 / 2 / 1 "
+          "a node, three nodes (same size and batch, the truth's rate), and its share of the summed JCT")
+    print("| application | jobs | GPU-s a job | one-node sizes: GPU-s % | two-node % | saved (s a job) | larger: "
+          "two-node % | saved (s a job) | saved, of the JCT % |")
+    print("| --- | ---: |" + " ---: |" * 7)
+    for app, v in [*sorted(wide.items()), ("all", every)]:
+        t = {k: sum(x[k] for x in v) for k in v[0]}
+        cells = (f"{t['GPU-s'] / len(v):,.0f}", f"{100 * t['one GPU-s'] / (t['GPU-s'] or 1):.1f}",
+                 f"{100 * t['one two-node GPU-s'] / (t['one GPU-s'] or 1):.1f}", f"{t['one saved'] / len(v):,.1f}",
+                 f"{100 * t['multi two-node GPU-s'] / (t['multi GPU-s'] or 1):.1f}",
+                 f"{t['multi saved'] / len(v):,.1f}",
+                 f"{100 * (t['one saved'] + t['multi saved']) / (t['jct'] or 1):.2f}")
         print(f"| {app} | {len(v)} | {' | '.join(cells)} |")
 
 
