@@ -118,6 +118,7 @@ TICK = INTERVAL  # seconds: the soonest a LAS demotion wakes the cycle (Tiresias
 RESIZE_TICK = 60.0  # seconds between decisions while elastic jobs are live (Optimus' interval)
 REBATCH_GAIN = 1.05  # a running job switches back to the batch it last left when that promises this much more
 # goodput; to any other batch at any gain (`AdaptiveCycle._switches`)
+_ANY_GAIN = 1.0 + 1e-9  # "any gain": strictly more goodput (a tie never switches: it restarts a real job)
 SPREAD_TO = 2  # the trainmaster preset's `GainSizing.spread_to`: workers a node for a grown multi-node job
 _KIND, _ELASTIC = attrgetter("spec.kind"), attrgetter("spec.elastic")  # of a view (C-level reads)
 
@@ -305,7 +306,7 @@ class AdaptiveCycle(Cycle):
             alloc = plan.allocations[jid]
             old = issued.get(jid)
             if job.state is JobState.RUNNING and alloc == job.allocation and old is not None:
-                need = REBATCH_GAIN if left.get(jid) == batch else 1.0
+                need = REBATCH_GAIN if left.get(jid) == batch else _ANY_GAIN
                 if batch != old and switch_gain(snap, jid, alloc, old, batch) >= need:
                     out[jid] = issued[jid] = batch
                     left[jid] = old
